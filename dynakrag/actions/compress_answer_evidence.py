@@ -1,0 +1,51 @@
+"""compress_answer_evidence: keep the passages that support the answer, before answering.
+
+The default compressor is lexical: it keeps passages that state a sub-question's answer or
+share content words with the question and sub-questions (no model call). DICS replaces it
+where configured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynakrag.actions.common import Resources, action_update, content_words
+from dynakrag.configuration import Configuration
+from dynakrag.graph.state import Document, State
+
+
+def support_score(doc: Document, focus_words: set[str], answers: list[str]) -> float:
+    """How strongly a passage supports the question: answers it states, then word overlap."""
+    text = f"{doc.get('title', '')} {doc.get('text', '')}".lower()
+    answer_hits = sum(1 for answer in answers if answer.lower() in text)
+    overlap = len(focus_words & content_words(text)) / max(1, len(focus_words))
+    return 2.0 * answer_hits + overlap
+
+
+def compress_answer_evidence(
+    state: State, resources: Resources, cfg: Configuration
+) -> dict[str, Any]:
+    """Keep supporting passages (at most ``max_final_docs``), in their original order."""
+    evidence = state.get("evidence", [])
+    if cfg.compression == "passthrough":
+        kept = evidence[: cfg.max_final_docs]
+    else:
+        subs = state.get("sub_questions", [])
+        answers = [sub["answer"] for sub in subs if sub.get("answer")]
+        focus = content_words(" ".join([state["question"], *(s["question"] for s in subs)]))
+        scored = [(support_score(doc, focus, answers), i) for i, doc in enumerate(evidence)]
+        best = max((s for s, _ in scored), default=0.0)
+        # Keep passages at least half as supportive as the best one.
+        positive = sorted((s, i) for s, i in scored if s > 0 and s >= best / 2)[::-1]
+        positive = positive[: cfg.max_final_docs]
+        # Documented fallback: nothing scored as support keeps the evidence as it was.
+        keep = {i for _, i in positive} or set(range(min(len(evidence), cfg.max_final_docs)))
+        kept = [doc for i, doc in enumerate(evidence) if i in keep]
+    return action_update(
+        state,
+        "compress_answer_evidence",
+        counts_as_step=False,
+        details={"kept": [d["id"] for d in kept], "dropped": len(evidence) - len(kept)},
+        evidence=kept,
+        compressed=True,
+    )

@@ -1,0 +1,24 @@
+"""gap_query: search for the recorded missing information."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynakrag.actions.common import Resources, acquisition_update
+from dynakrag.configuration import Configuration
+from dynakrag.graph.state import State
+
+
+def gap_query(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+    """Query the oldest pending gap and mark it as queried."""
+    gaps = list(state.get("gaps", []))
+    gap = gaps.pop(0)
+    return acquisition_update(
+        state,
+        resources,
+        cfg,
+        "gap_query",
+        gap,
+        gaps=gaps,
+        queried_gaps=[*state.get("queried_gaps", []), gap],
+    )

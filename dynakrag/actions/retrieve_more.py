@@ -1,0 +1,15 @@
+"""retrieve_more: page deeper into the frontier of the current query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynakrag.actions.common import Resources, acquisition_update
+from dynakrag.configuration import Configuration
+from dynakrag.graph.state import State
+
+
+def retrieve_more(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+    """Add the next best unseen passages for the current query."""
+    query = state.get("query") or state["question"]
+    return acquisition_update(state, resources, cfg, "retrieve_more", query)

@@ -1,0 +1,43 @@
+"""rewrite_query: reformulate the query from the evidence (few-shot), then search with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynakrag import prompts
+from dynakrag.actions.common import Resources, acquisition_update
+from dynakrag.configuration import Configuration
+from dynakrag.graph.state import State
+
+
+def rewrite_query(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+    """Ask the generator for a better query; on no usable reply, fall back to question + gap."""
+    question = state["question"]
+    current = state.get("query") or question
+    evidence = state.get("evidence", [])[-cfg.max_final_docs :]
+    reply, usage = resources.llm.text(prompts.rewrite_messages(question, current, evidence))
+    new_query = _first_line(reply) if reply else ""
+    fallback = not new_query or new_query.lower() == current.lower()
+    if fallback:
+        # Documented fallback: widen the query with the first recorded gap or bridge entity.
+        extra = (state.get("gaps") or state.get("bridge_entities") or [""])[0]
+        new_query = f"{question} {extra}".strip()
+    return acquisition_update(
+        state,
+        resources,
+        cfg,
+        "rewrite_query",
+        new_query,
+        usage=usage,
+        details={"rewritten_query": new_query, "fallback": fallback},
+        query=new_query,
+        rewrites=state.get("rewrites", 0) + 1,
+    )
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    for prefix in ("New query:", "Query:"):
+        if line.lower().startswith(prefix.lower()):
+            line = line[len(prefix) :]
+    return line.strip().strip('"').strip()[:300]

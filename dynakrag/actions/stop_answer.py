@@ -1,0 +1,56 @@
+"""stop_answer: end the run and write the final answer from the evidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynakrag import prompts
+from dynakrag.actions.common import Resources, action_update
+from dynakrag.configuration import Configuration
+from dynakrag.graph.state import State
+
+
+def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+    """Answer from at most ``max_final_docs`` passages.
+
+    Fallbacks: no evidence, or no usable reply, gives the last answered sub-question's answer
+    when the sufficiency check found every part, else "insufficient evidence".
+    """
+    evidence = state.get("evidence", [])[: cfg.max_final_docs]
+    answer: str | None = None
+    usage_kwargs: dict[str, Any] = {}
+    if evidence:
+        facts = [
+            (sub["question"], sub["answer"])
+            for sub in state.get("sub_questions", [])
+            if sub.get("answer")
+        ]
+        reply, usage = resources.llm.text(
+            prompts.answer_messages(state["question"], evidence, facts)
+        )
+        usage_kwargs["usage"] = usage
+        answer = _clean(reply) if reply else None
+    fallback = answer is None
+    if fallback:
+        subs = state.get("sub_questions", [])
+        answer = (
+            subs[-1]["answer"]
+            if subs and state.get("sufficient") and subs[-1]["answer"]
+            else prompts.INSUFFICIENT_EVIDENCE
+        )
+    return action_update(
+        state,
+        "stop_answer",
+        counts_as_step=False,
+        details={"answer": answer, "fallback": fallback, "final_docs": len(evidence)},
+        answer=answer,
+        evidence=evidence,
+        **usage_kwargs,
+    )
+
+
+def _clean(reply: str) -> str | None:
+    line = reply.strip().splitlines()[0].strip() if reply.strip() else ""
+    if line.lower().startswith("answer:"):
+        line = line[len("answer:") :].strip()
+    return line.strip('"').strip() or None

@@ -1,0 +1,128 @@
+"""sufficiency_check: judge readiness structurally, one sub-question at a time.
+
+A yes/no "is this enough?" prompt is unreliable with small models (they say yes to evidence
+that misses an entity), so the generator instead answers each sub-question from the evidence
+or says UNKNOWN; every UNKNOWN part becomes a recorded gap.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from dynakrag import prompts
+from dynakrag.actions.common import (
+    Resources,
+    action_update,
+    content_words,
+    detect_bridge_entities,
+    question_names,
+)
+from dynakrag.configuration import Configuration
+from dynakrag.graph.state import Document, State, SubQuestion
+from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
+
+MAX_SUB_QUESTIONS = 5
+_REFERENCE = re.compile(r"#(\d+)")
+
+
+def decompose(question: str, llm: LLMClient) -> tuple[list[str], Usage]:
+    """Sub-questions of ``question``; falls back to the question itself on an unusable reply."""
+    reply, usage = llm.json(prompts.decompose_messages(question))
+    parts = reply.get("sub_questions") if reply else None
+    if not isinstance(parts, list):
+        return [question], usage
+    cleaned = [
+        str(part).strip() for part in parts if isinstance(part, str | int) and str(part).strip()
+    ]
+    return (cleaned[:MAX_SUB_QUESTIONS] or [question]), usage
+
+
+def resolve_references(text: str, answers: list[str | None]) -> str:
+    """Replace ``#k`` with the answer of sub-question k where it is known."""
+
+    def substitute(match: re.Match[str]) -> str:
+        index = int(match.group(1)) - 1
+        if 0 <= index < len(answers) and answers[index]:
+            return str(answers[index])
+        return match.group(0)
+
+    return _REFERENCE.sub(substitute, text)
+
+
+def is_grounded(answer: str, sub_question: str, evidence: list[Document]) -> bool:
+    """Whether one passage states ``answer`` together with a name from ``sub_question``.
+
+    Small generators happily answer from the wrong passage (a distractor company's city), so an
+    answer counts only when a single passage mentions both the answer and the sub-question's
+    subject. Yes/no answers and sub-questions without names need only the passage support
+    their words.
+    """
+    answer_words = content_words(answer)
+    if answer.strip().lower() in {"yes", "no"}:
+        return True
+    names = [name.lower() for name in question_names(sub_question)]
+    for doc in evidence:
+        text = f"{doc.get('title', '')} {doc.get('text', '')}".lower()
+        if answer_words and not answer_words <= content_words(text):
+            continue
+        if not names or any(name in text for name in names):
+            return True
+    return False
+
+
+def sufficiency_check(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+    """Answer each sub-question from the evidence; record what is still missing."""
+    question = state["question"]
+    usage = NO_USAGE
+    known = state.get("sub_questions") or []
+    if known:
+        texts = [sub["question"] for sub in known]
+    else:
+        texts, usage = decompose(question, resources.llm)
+    evidence = state.get("evidence", [])[-cfg.max_final_docs :]
+    reply, answer_usage = resources.llm.json(
+        prompts.sufficiency_messages(question, texts, evidence)
+    )
+    usage += answer_usage
+    raw = reply.get("answers") if reply else None
+    # Documented fallback: an unusable reply counts as UNKNOWN for every part.
+    raw_answers = raw if isinstance(raw, list) else []
+    answers: list[str | None] = []
+    rejected: list[str] = []
+    for index, text in enumerate(texts):
+        value = str(raw_answers[index]).strip() if index < len(raw_answers) else ""
+        unknown = not value or value.upper().startswith(prompts.UNKNOWN) or "#" in value
+        if not unknown and not is_grounded(value, resolve_references(text, answers), evidence):
+            rejected.append(value)
+            unknown = True
+        answers.append(None if unknown else value[:200])
+    sub_questions = [
+        SubQuestion(question=resolve_references(text, answers), answer=answer)
+        for text, answer in zip(texts, answers, strict=True)
+    ]
+    queried = {gap.lower() for gap in state.get("queried_gaps", [])}
+    gaps = [
+        sub["question"]
+        for sub in sub_questions
+        if sub["answer"] is None
+        and not _REFERENCE.search(sub["question"])
+        and sub["question"].lower() not in queried
+    ]
+    sufficient = all(answer is not None for answer in answers)
+    return action_update(
+        state,
+        "sufficiency_check",
+        usage=usage,
+        details={
+            "sufficient": sufficient,
+            "gaps": gaps,
+            "parsed": raw is not None,
+            "ungrounded_answers": rejected,
+        },
+        sub_questions=sub_questions,
+        gaps=gaps,
+        sufficient=sufficient,
+        evidence_count_at_check=len(state.get("evidence", [])),
+        bridge_entities=detect_bridge_entities(question, state.get("evidence", []), sub_questions),
+    )

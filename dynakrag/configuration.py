@@ -1,0 +1,122 @@
+"""The one documented configuration of dynakrag.
+
+Precedence, lowest to highest: field defaults < environment variables (``DYNAKRAG_<FIELD>``)
+< explicit values (CLI flags, ``Configuration(...)`` keyword arguments, or
+``config["configurable"]`` of a LangGraph run).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.runnables import RunnableConfig
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dynakrag.errors import ConfigurationError
+
+ENV_PREFIX = "DYNAKRAG_"
+
+
+def default_cache_dir() -> Path:
+    """Where assembled model files and demo indexes live (``$XDG_CACHE_HOME/dynakrag``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dynakrag"
+
+
+class Configuration(BaseModel):
+    """Settings of one dynakrag run. Every field can be overridden per run."""
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+
+    # --- budgets (DynaKRAG paper defaults) -------------------------------------------------
+    docs_per_action: int = Field(
+        default=3, ge=1, le=50, description="Documents an acquisition action adds to the evidence."
+    )
+    max_steps: int = Field(
+        default=4,
+        ge=1,
+        le=32,
+        description="Control steps (non-terminal actions) before the controller must answer.",
+    )
+    max_retrieval_calls: int = Field(
+        default=4, ge=1, le=32, description="Retriever calls allowed per question."
+    )
+    max_final_docs: int = Field(
+        default=12, ge=1, le=100, description="Most documents given to the final answer."
+    )
+    max_question_chars: int = Field(
+        default=4000, ge=16, description="Questions longer than this are refused."
+    )
+    frontier_depth: int = Field(
+        default=30, ge=1, le=1000, description="Ranked candidates kept per query frontier."
+    )
+
+    # --- control -----------------------------------------------------------------------------
+    policy: str = Field(
+        default="heuristic",
+        description="Controller policy: 'heuristic', 'uniform' or a trained policy file.",
+    )
+    cost_lambda: float = Field(
+        default=0.0, ge=0.0, description="Weight of action cost in argmax v(s,a) - lambda*c(s,a)."
+    )
+    compression: Literal["heuristic", "passthrough"] = Field(
+        default="heuristic",
+        description="How compress_answer_evidence selects passages ('heuristic' or 'passthrough').",
+    )
+    seed: int = Field(default=13, description="Seed for every random choice in a run.")
+
+    # --- models ------------------------------------------------------------------------------
+    llm_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp). "
+        "Unset: the embedded local model.",
+    )
+    llm_model: str = Field(default="gpt-4o-mini", description="Model name at llm_base_url.")
+    llm_max_tokens: int = Field(default=256, ge=1, description="Most tokens per completion.")
+    llm_timeout_s: float = Field(default=120.0, gt=0, description="Seconds per LLM request.")
+    llm_max_retries: int = Field(
+        default=2, ge=0, le=10, description="Retries of a failed LLM request."
+    )
+    embedding_batch_size: int = Field(default=32, ge=1, description="Passages per embed batch.")
+    cache_dir: Path = Field(
+        default_factory=default_cache_dir,
+        description="Cache for the assembled embedded model and the demo index.",
+    )
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Configuration:
+        """Defaults, then ``DYNAKRAG_*`` environment variables, then ``overrides``."""
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            env_value = os.environ.get(ENV_PREFIX + name.upper())
+            if env_value not in (None, ""):
+                values[name] = env_value
+        values.update(
+            {k: v for k, v in overrides.items() if k in cls.model_fields and v is not None}
+        )
+        return _validated(cls, values)
+
+    @classmethod
+    def from_runnable_config(cls, config: RunnableConfig | None = None) -> Configuration:
+        """Read a run's settings from ``config["configurable"]`` over the environment."""
+        return cls.from_env().merged((config or {}).get("configurable"))
+
+    def merged(self, overrides: Mapping[str, Any] | None) -> Configuration:
+        """A copy with the known fields of ``overrides`` applied and validated."""
+        known = {k: v for k, v in (overrides or {}).items() if k in type(self).model_fields}
+        if not known:
+            return self
+        return _validated(type(self), {**self.model_dump(), **known})
+
+
+def _validated(cls: type[Configuration], values: dict[str, Any]) -> Configuration:
+    """Build a Configuration, turning a validation failure into a one-line ConfigurationError."""
+    try:
+        return cls(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ConfigurationError(f"invalid setting {field!r}: {first['msg']}") from None

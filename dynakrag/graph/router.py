@@ -1,0 +1,28 @@
+"""The controller step: validity layer, then policy, then the conditional edge to the action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynakrag.actions.validity import invalid_reasons, valid_actions
+from dynakrag.configuration import Configuration
+from dynakrag.graph.state import State
+from dynakrag.policy.base import Policy
+
+
+def decide(state: State, policy: Policy, cfg: Configuration) -> dict[str, Any]:
+    """Compute A(s), score it with the policy and record the chosen action."""
+    actions = valid_actions(state, cfg)
+    scores = policy.scores(state, actions, cfg)
+    choice = policy.choose(state, actions, cfg)
+    return {
+        "valid_actions": actions,
+        "invalid_reasons": invalid_reasons(state, cfg),
+        "policy_scores": {action: round(score, 6) for action, score in scores.items()},
+        "next_action": choice,
+    }
+
+
+def route(state: State) -> str:
+    """The conditional edge: go to the node the controller chose."""
+    return state["next_action"]

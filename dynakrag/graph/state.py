@@ -1,0 +1,113 @@
+"""Graph state: a narrow input the caller fills, and the full state the controller conditions on.
+
+The state holds only what is observable at inference time (question, evidence, frontier
+statistics, history, bridge entities, recorded gaps, accounting): never gold labels.
+Counters are merged by addition so each node returns only its own deltas.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+ACTIONS: tuple[str, ...] = (
+    "retrieve_more",
+    "gap_query",
+    "bridge_entity_expand",
+    "rewrite_query",
+    "sufficiency_check",
+    "stop_answer",
+    "compress_answer_evidence",
+)
+"""The seven atomic actions, each a graph node of the same name."""
+
+ACQUISITION_ACTIONS: frozenset[str] = frozenset(
+    {"retrieve_more", "gap_query", "bridge_entity_expand", "rewrite_query"}
+)
+TERMINAL_ACTIONS: frozenset[str] = frozenset({"stop_answer", "compress_answer_evidence"})
+
+
+def merge_accounting(
+    left: dict[str, dict[str, int]] | None, right: dict[str, dict[str, int]] | None
+) -> dict[str, dict[str, int]]:
+    """Add per-node counters: ``{node: {counter: value}}``."""
+    merged = {node: dict(counts) for node, counts in (left or {}).items()}
+    for node, counts in (right or {}).items():
+        bucket = merged.setdefault(node, {})
+        for key, value in counts.items():
+            bucket[key] = bucket.get(key, 0) + value
+    return merged
+
+
+class Document(TypedDict, total=False):
+    """One evidence passage with its provenance."""
+
+    id: str
+    title: str
+    text: str
+    score: float
+    query: str
+    action: str
+    step: int
+
+
+class SubQuestion(TypedDict):
+    """One part of the question; ``answer`` is None while unknown."""
+
+    question: str
+    answer: str | None
+
+
+class InputState(TypedDict):
+    """What a caller provides."""
+
+    question: str
+
+
+class State(InputState, total=False):
+    """Everything the controller conditions on, plus results and accounting."""
+
+    query: str
+    """The current retrieval query (the question until rewritten)."""
+    evidence: list[Document]
+    """Evidence so far, in acquisition order (de-duplicated by id)."""
+    frontier: dict[str, Any]
+    """Statistics of the last retrieval: query, depth reached, scores, unseen candidates left."""
+    sub_questions: list[SubQuestion]
+    gaps: list[str]
+    """Recorded missing information not yet queried."""
+    queried_gaps: list[str]
+    bridge_entities: list[str]
+    """Entities found in the evidence but absent from the question."""
+    expanded_entities: list[str]
+    sufficient: bool
+    """Verdict of the latest sufficiency check."""
+    evidence_count_at_check: int
+    """Evidence size when sufficiency was last checked (-1: never)."""
+    last_new_docs: int
+    """Documents the latest action added."""
+    compressed: bool
+    rewrites: int
+
+    # Controller decision for the next step.
+    valid_actions: list[str]
+    invalid_reasons: dict[str, str]
+    policy_scores: dict[str, float]
+    next_action: str
+
+    # History and accounting (merged by reducers).
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    steps: Annotated[int, operator.add]
+    retrieval_calls: Annotated[int, operator.add]
+    llm_calls: Annotated[int, operator.add]
+    prompt_tokens: Annotated[int, operator.add]
+    completion_tokens: Annotated[int, operator.add]
+    accounting: Annotated[dict[str, dict[str, int]], merge_accounting]
+
+    answer: str
+    """The final answer ("insufficient evidence" when none could be given)."""
+
+
+def action_history(state: State) -> list[str]:
+    """Actions taken so far, in order."""
+    return [entry["action"] for entry in state.get("trace", [])]

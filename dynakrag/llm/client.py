@@ -1,0 +1,161 @@
+"""One small interface over any LangChain chat model: text or JSON replies, retries, accounting.
+
+Every call returns its usage so nodes can account tokens and calls. A reply that cannot be
+used (the request kept failing, or the JSON could not be parsed) is returned as ``None`` and
+each action documents its fallback for that case.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+
+logger = logging.getLogger(__name__)
+
+Messages = Sequence[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one or more LLM requests cost."""
+
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.llm_calls + other.llm_calls,
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+NO_USAGE = Usage()
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count (4 characters a token) for models that report no usage."""
+    return max(1, len(text) // 4) if text else 0
+
+
+def parse_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in ``text`` (code fences and chatter around it are ignored)."""
+    text = text.strip()
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL)
+    if fenced:
+        text = fenced.group(1)
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text[start:])
+        except json.JSONDecodeError:
+            start = text.find("{", start + 1)
+            continue
+        return value if isinstance(value, dict) else None
+    return None
+
+
+class LLMClient:
+    """Calls a chat model with bounded retries and exponential backoff."""
+
+    def __init__(
+        self,
+        model: BaseChatModel | Callable[[], BaseChatModel],
+        *,
+        max_retries: int = 2,
+        backoff_s: float = 0.5,
+        json_mode: bool | None = None,
+    ) -> None:
+        """``model`` may be a factory: expensive backends then start on the first request."""
+        self._model = model if isinstance(model, BaseChatModel) else None
+        self._factory = None if isinstance(model, BaseChatModel) else model
+        self._lock = threading.Lock()
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self._json_mode = json_mode
+
+    @property
+    def model(self) -> BaseChatModel:
+        """The chat model, created on first use when a factory was given."""
+        with self._lock:
+            if self._model is None:
+                assert self._factory is not None
+                self._model = self._factory()
+            return self._model
+
+    @property
+    def json_mode(self) -> bool:
+        """JSON mode is an OpenAI-compatible server feature; other models get plain prompts."""
+        return self._json_mode if self._json_mode is not None else _speaks_openai(self.model)
+
+    def text(self, messages: Messages) -> tuple[str | None, Usage]:
+        """The reply text, or None when every attempt failed or the reply was empty."""
+        return self._call(messages, json_reply=False)
+
+    def json(self, messages: Messages) -> tuple[dict[str, Any] | None, Usage]:
+        """The reply as a JSON object, or None when no attempt gave one."""
+        usage = NO_USAGE
+        for _ in range(self.max_retries + 1):
+            text, attempt_usage = self._call(messages, json_reply=True)
+            usage += attempt_usage
+            if text is None:
+                return None, usage
+            parsed = parse_json_object(text)
+            if parsed is not None:
+                return parsed, usage
+            logger.warning("LLM reply is not the asked JSON: %.200r", text)
+        return None, usage
+
+    def _call(self, messages: Messages, *, json_reply: bool) -> tuple[str | None, Usage]:
+        runnable: Any = self.model
+        if json_reply and self.json_mode:
+            runnable = self.model.bind(response_format={"type": "json_object"})
+        usage = NO_USAGE
+        prompt_text = "\n".join(content for _, content in messages)
+        for attempt in range(self.max_retries + 1):
+            try:
+                reply = runnable.invoke(list(messages))
+            except Exception as exc:  # any backend fault: timeout, refused, 429, 5xx
+                usage += Usage(1, estimate_tokens(prompt_text), 0)
+                logger.warning("LLM request failed (attempt %d): %s", attempt + 1, exc)
+                if attempt < self.max_retries:
+                    time.sleep(self.backoff_s * (2**attempt))
+                continue
+            text = _content_text(reply)
+            usage += _usage_of(reply, prompt_text, text)
+            if text.strip():
+                return text.strip(), usage
+            logger.warning("LLM returned an empty completion (attempt %d)", attempt + 1)
+        return None, usage
+
+
+def _content_text(reply: Any) -> str:
+    content = getattr(reply, "content", reply)
+    if isinstance(content, list):
+        return "".join(part if isinstance(part, str) else part.get("text", "") for part in content)
+    return str(content)
+
+
+def _usage_of(reply: Any, prompt_text: str, text: str) -> Usage:
+    metadata = getattr(reply, "usage_metadata", None) if isinstance(reply, AIMessage) else None
+    if metadata:
+        return Usage(1, int(metadata.get("input_tokens", 0)), int(metadata.get("output_tokens", 0)))
+    return Usage(1, estimate_tokens(prompt_text), estimate_tokens(text))
+
+
+def _speaks_openai(model: BaseChatModel) -> bool:
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError:  # pragma: no cover - langchain-openai is a dependency
+        return False
+    return isinstance(model, ChatOpenAI)

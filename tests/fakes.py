@@ -1,0 +1,83 @@
+"""Deterministic stand-ins for the generator and the retriever, used across the tests."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+
+from langchain_core.messages import BaseMessage
+
+from dynakrag import prompts
+from dynakrag.llm.fake import ScriptedChatModel
+from dynakrag.retrieval.passage import Passage
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class KeywordSearcher:
+    """Ranks passages by shared lower-cased words with the query (title words count double)."""
+
+    def __init__(self, passages: Sequence[Passage]) -> None:
+        self.passages = list(passages)
+        self.calls: list[tuple[str, int]] = []
+
+    def search(self, query: str, k: int) -> list[tuple[Passage, float]]:
+        self.calls.append((query, k))
+        words = set(_WORD.findall(query.lower()))
+        scored = []
+        for order, passage in enumerate(self.passages):
+            body = set(_WORD.findall(passage.text.lower()))
+            title = set(_WORD.findall(passage.title.lower()))
+            score = len(words & body) + 2 * len(words & title)
+            if score:
+                scored.append((-score, order, passage))
+        scored.sort(key=lambda item: (item[0], item[1]))
+        return [(passage, float(-neg)) for neg, _, passage in scored[:k]]
+
+
+def passages_in(text: str) -> str:
+    """The text of every <passage> block in a prompt."""
+    return " ".join(re.findall(r"<passage[^>]*>(.*?)</passage>", text, flags=re.DOTALL))
+
+
+def demo_responder(answers: Mapping[str, str], hops: Mapping[str, Sequence[str]] | None = None):
+    """A reader that knows each question's answer but says it only when the evidence states it.
+
+    ``hops`` optionally gives, per question, the sub-questions to decompose into.
+    """
+
+    def respond(messages: list[BaseMessage]) -> str:
+        system = str(messages[0].content)
+        last = str(messages[-1].content)
+        question = _main_question(last)
+        answer = answers.get(question, "")
+        found = bool(answer) and answer.lower() in passages_in(last).lower()
+        if system == prompts.DECOMPOSE_SYSTEM:
+            parts = list((hops or {}).get(question, [question]))
+            return json.dumps({"sub_questions": parts})
+        if system == prompts.SUFFICIENCY_SYSTEM:
+            count = len(re.findall(r"^\d+\. ", last, flags=re.MULTILINE))
+            reply = [prompts.UNKNOWN] * count
+            if found and count:
+                reply = ["known"] * (count - 1) + [answer]
+            return json.dumps({"answers": reply})
+        if system == prompts.REWRITE_SYSTEM:
+            return f"{question} details"
+        if system == prompts.ANSWER_SYSTEM:
+            return answer if found else prompts.INSUFFICIENT_EVIDENCE
+        raise AssertionError(f"unexpected prompt: {system[:60]}")
+
+    return respond
+
+
+def _main_question(text: str) -> str:
+    for marker in ("Main question: ", "Question: "):
+        if marker in text:
+            return text.rsplit(marker, 1)[1].splitlines()[0].strip()
+    return text.strip()
+
+
+def demo_chat_model(answers: Mapping[str, str], hops=None) -> ScriptedChatModel:
+    """A ScriptedChatModel over ``demo_responder``."""
+    return ScriptedChatModel(respond=demo_responder(answers, hops))
