@@ -21,7 +21,13 @@ ENV_PREFIX = "DYNAKRAG_"
 
 
 def default_cache_dir() -> Path:
-    """Where assembled model files and demo indexes live (``$XDG_CACHE_HOME/dynakrag``)."""
+    """Where assembled model files and demo indexes live.
+
+    ``$DYNAKRAG_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/dynakrag`` (``~/.cache/dynakrag``).
+    """
+    explicit = os.environ.get(ENV_PREFIX + "CACHE_DIR")
+    if explicit:
+        return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "dynakrag"
 
