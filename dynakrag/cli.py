@@ -74,7 +74,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors: return the code
+        return int(exc.code or 0)
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {
         "demo": run_demo,
         "ask": run_ask,
@@ -103,7 +106,12 @@ def _fail(message: str) -> None:
 
 
 def _configuration(args: argparse.Namespace) -> Configuration:
-    return Configuration.from_env(max_steps=args.max_steps, policy=args.policy)
+    """Settings from the environment and flags; the policy is checked before anything loads."""
+    from dynakrag.policy.registry import resolve_policy
+
+    cfg = Configuration.from_env(max_steps=args.max_steps, policy=args.policy)
+    resolve_policy(cfg.policy)
+    return cfg
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -192,10 +200,11 @@ def stream_run(graph: Any, question: str, out: TextIO | None) -> dict[str, Any]:
         if mode == "values":
             final = chunk
             continue
-        for update in chunk.values():
+        for node, update in chunk.items():
+            if node == "prepare" or out is None:
+                continue  # prepare resets the trace; only action nodes add steps
             for entry in (update or {}).get("trace", []):
-                if out is not None:
-                    print(format_step(entry), file=out, flush=True)
+                print(format_step(entry), file=out, flush=True)
     return final
 
 

@@ -68,6 +68,11 @@ def action_update(
     return update
 
 
+def evidence_window(state: State, cfg: Configuration) -> list[Document]:
+    """The passages a prompt sees: the first ``max_final_docs`` in acquisition order."""
+    return list(state.get("evidence", []))[: cfg.max_final_docs]
+
+
 def acquire(
     state: State,
     resources: Resources,
@@ -105,6 +110,7 @@ def acquire(
     scores = [float(score) for _, score in ranked]
     unseen_left = sum(1 for passage, _ in ranked if passage.id not in seen)
     frontier = {
+        "exhausted": unseen_left == 0,
         "query": query,
         "candidates": len(ranked),
         "depth_reached": depth_reached,
@@ -121,15 +127,21 @@ def acquisition_update(
     resources: Resources,
     cfg: Configuration,
     action: str,
-    query: str,
+    search_query: str,
     *,
     usage: Usage = NO_USAGE,
     details: dict[str, Any] | None = None,
     **changes: Any,
 ) -> dict[str, Any]:
-    """Search, extend the evidence, refresh bridge entities and report the step."""
-    added, frontier = acquire(state, resources, cfg, query, action)
+    """Search, extend the evidence, refresh bridge entities and report the step.
+
+    ``changes`` are further state updates of the action (e.g. a new ``query``).
+    """
+    added, frontier = acquire(state, resources, cfg, search_query, action)
     evidence = [*state.get("evidence", []), *added]
+    exhausted = list(state.get("exhausted_queries", []))
+    if frontier["exhausted"] and search_query not in exhausted:
+        changes.setdefault("exhausted_queries", [*exhausted, search_query])
     bridges = detect_bridge_entities(state["question"], evidence, state.get("sub_questions", []))
     return action_update(
         state,
@@ -137,7 +149,7 @@ def acquisition_update(
         usage=usage,
         retrieval_calls=1,
         added=added,
-        details={"search_query": query, **(details or {})},
+        details={"search_query": search_query, **(details or {})},
         evidence=evidence,
         frontier=frontier,
         bridge_entities=bridges,
@@ -146,7 +158,12 @@ def acquisition_update(
 
 
 _PROPER_NAME = re.compile(r"\b(?:[A-Z][\w'’-]+)(?:\s+(?:of|de|van|von|the|and)?\s*[A-Z][\w'’-]+)+")
-_STOP_NAMES = {"The", "A", "An", "In", "On", "It", "He", "She", "They", "This", "His", "Her"}
+# Capitalised only because they start a sentence: never part of a name.
+_STOP_NAMES = frozenset(
+    "The A An In On At For From By With After Before During Since Outside Inside Of To As "
+    "When Where Who What Which Whose How It Its He She They This That These Those His Her "
+    "Their Our We I".split()
+)
 
 
 def detect_bridge_entities(
@@ -180,7 +197,7 @@ def detect_bridge_entities(
 
     for sub in sub_questions:
         answer = sub.get("answer") if isinstance(sub, dict) else None
-        if answer and answer.strip() and not _looks_like_value(answer):
+        if answer and answer.strip() and not looks_like_value(answer):
             consider(answer)
     mentions: dict[str, int] = {}
     first_seen: dict[str, int] = {}
@@ -193,7 +210,7 @@ def detect_bridge_entities(
     return ordered[:limit]
 
 
-def _looks_like_value(text: str) -> bool:
+def looks_like_value(text: str) -> bool:
     """Dates, numbers and yes/no answers are facts, not entities to expand."""
     stripped = text.strip().lower()
     return stripped in {"yes", "no", "unknown"} or bool(re.fullmatch(r"[\d\s,./-]+", stripped))

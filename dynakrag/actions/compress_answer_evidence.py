@@ -35,9 +35,10 @@ def compress_answer_evidence(
         focus = content_words(" ".join([state["question"], *(s["question"] for s in subs)]))
         scored = [(support_score(doc, focus, answers), i) for i, doc in enumerate(evidence)]
         best = max((s for s, _ in scored), default=0.0)
-        # Keep passages at least half as supportive as the best one.
-        positive = sorted((s, i) for s, i in scored if s > 0 and s >= best / 2)[::-1]
-        positive = positive[: cfg.max_final_docs]
+        # Keep every passage that states a sub-answer (score >= 2), and the others at least
+        # half as supportive as the best one.
+        positive = sorted((s, i) for s, i in scored if s >= 2.0 or (s > 0 and s >= best / 2))
+        positive = positive[::-1][: cfg.max_final_docs]
         # Documented fallback: nothing scored as support keeps the evidence as it was.
         keep = {i for _, i in positive} or set(range(min(len(evidence), cfg.max_final_docs)))
         kept = [doc for i, doc in enumerate(evidence) if i in keep]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.common import Resources, acquisition_update
+from dynakrag.actions.common import Resources, acquisition_update, evidence_window
 from dynakrag.configuration import Configuration
 from dynakrag.graph.state import State
 
@@ -14,7 +14,7 @@ def rewrite_query(state: State, resources: Resources, cfg: Configuration) -> dic
     """Ask the generator for a better query; on no usable reply, fall back to question + gap."""
     question = state["question"]
     current = state.get("query") or question
-    evidence = state.get("evidence", [])[-cfg.max_final_docs :]
+    evidence = evidence_window(state, cfg)
     reply, usage = resources.llm.text(prompts.rewrite_messages(question, current, evidence))
     new_query = _first_line(reply) if reply else ""
     fallback = not new_query or new_query.lower() == current.lower()

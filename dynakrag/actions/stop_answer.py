@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.common import Resources, action_update
+from dynakrag.actions.common import Resources, action_update, evidence_window, looks_like_value
 from dynakrag.configuration import Configuration
 from dynakrag.graph.state import State
 
@@ -13,10 +13,11 @@ from dynakrag.graph.state import State
 def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
     """Answer from at most ``max_final_docs`` passages.
 
-    Fallbacks: no evidence, or no usable reply, gives the last answered sub-question's answer
-    when the sufficiency check found every part, else "insufficient evidence".
+    Fallbacks: no evidence, or no usable reply, gives the last sub-question's answer when the
+    sufficiency check found every part and that answer is an entity, else "insufficient
+    evidence".
     """
-    evidence = state.get("evidence", [])[: cfg.max_final_docs]
+    evidence = evidence_window(state, cfg)
     answer: str | None = None
     usage_kwargs: dict[str, Any] = {}
     if evidence:
@@ -33,11 +34,9 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[
     fallback = answer is None
     if fallback:
         subs = state.get("sub_questions", [])
-        answer = (
-            subs[-1]["answer"]
-            if subs and state.get("sufficient") and subs[-1]["answer"]
-            else prompts.INSUFFICIENT_EVIDENCE
-        )
+        last = subs[-1]["answer"] if subs and state.get("sufficient") else None
+        # A chain's last sub-answer answers it; a bare value (a comparison's date) does not.
+        answer = last if last and not looks_like_value(last) else prompts.INSUFFICIENT_EVIDENCE
     return action_update(
         state,
         "stop_answer",

@@ -16,6 +16,7 @@ from dynakrag.actions.common import (
     action_update,
     content_words,
     detect_bridge_entities,
+    evidence_window,
     question_names,
 )
 from dynakrag.configuration import Configuration
@@ -80,7 +81,7 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
         texts = [sub["question"] for sub in known]
     else:
         texts, usage = decompose(question, resources.llm)
-    evidence = state.get("evidence", [])[-cfg.max_final_docs :]
+    evidence = evidence_window(state, cfg)
     reply, answer_usage = resources.llm.json(
         prompts.sufficiency_messages(question, texts, evidence)
     )
@@ -91,7 +92,8 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
     answers: list[str | None] = []
     rejected: list[str] = []
     for index, text in enumerate(texts):
-        value = str(raw_answers[index]).strip() if index < len(raw_answers) else ""
+        item = raw_answers[index] if index < len(raw_answers) else None
+        value = "" if item is None else str(item).strip()
         unknown = not value or value.upper().startswith(prompts.UNKNOWN) or "#" in value
         if not unknown and not is_grounded(value, resolve_references(text, answers), evidence):
             rejected.append(value)

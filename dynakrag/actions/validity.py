@@ -49,11 +49,8 @@ def _answered(state: State) -> bool:
 
 
 def _frontier_exhausted(state: State) -> bool:
-    frontier = state.get("frontier")
-    if not frontier:
-        return False
     current = state.get("query") or state["question"]
-    return frontier.get("query") == current and frontier.get("unseen_left", 1) == 0
+    return current in state.get("exhausted_queries", [])
 
 
 RULES: tuple[Rule, ...] = (
@@ -130,6 +127,8 @@ def invalid_reasons(state: State, cfg: Configuration) -> dict[str, str]:
         if rule.blocks(state, cfg):
             for action in rule.actions:
                 reasons.setdefault(action, rule.name)
+    if not _answered(state) and len(reasons) == len(ACTIONS):
+        reasons.pop("stop_answer")  # the termination guarantee below overrides every rule
     return reasons
 
 
@@ -138,6 +137,5 @@ def valid_actions(state: State, cfg: Configuration) -> list[str]:
     if _answered(state):
         return []
     blocked = invalid_reasons(state, cfg)
-    allowed = [action for action in ACTIONS if action not in blocked]
-    # Termination guarantee: when every rule blocks everything, answering is always possible.
-    return allowed or ["stop_answer"]
+    # Termination guarantee: when rules block everything else, answering is always possible.
+    return [action for action in ACTIONS if action not in blocked]

@@ -14,6 +14,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Overwrite
 
 from dynakrag.actions.bridge_entity_expand import bridge_entity_expand
 from dynakrag.actions.common import Resources
@@ -118,7 +119,7 @@ def build_graph(
         else:
             from dynakrag.llm.factory import chat_model_from_config
 
-            # The backend's own client retries; ours retries unparseable replies only.
+            # The OpenAI client retries failed requests itself (llm_max_retries): no second layer.
             llm = LLMClient(lambda: chat_model_from_config(base), max_retries=0)
     if searcher is None:
         from dynakrag.eval.demo import demo_searcher
@@ -126,7 +127,8 @@ def build_graph(
         searcher = LazySearcher(lambda: demo_searcher(base))
     resources = Resources(searcher=searcher, llm=llm)
     fixed_policy = resolve_policy(policy) if policy is not None else None
-    policies: dict[str, Policy] = {}
+    # Resolve the configured policy now so a bad name fails before any index or model loads.
+    policies: dict[str, Policy] = {} if fixed_policy else {base.policy: resolve_policy(base.policy)}
 
     def run_configuration(config: RunnableConfig) -> Configuration:
         return base.merged((config or {}).get("configurable"))
@@ -150,6 +152,16 @@ def build_graph(
             "compressed": False,
             "rewrites": 0,
             "answer": "",
+            "frontier": {},
+            "exhausted_queries": [],
+            # A new question on the same thread starts with a fresh budget and history.
+            "trace": Overwrite([]),
+            "steps": Overwrite(0),
+            "retrieval_calls": Overwrite(0),
+            "llm_calls": Overwrite(0),
+            "prompt_tokens": Overwrite(0),
+            "completion_tokens": Overwrite(0),
+            "accounting": Overwrite({}),
         }
 
     def controller(state: State, config: RunnableConfig) -> dict[str, Any]:

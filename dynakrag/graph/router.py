@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from dynakrag.actions.validity import invalid_reasons, valid_actions
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import State
+from dynakrag.graph.state import ACTIONS, State
 from dynakrag.policy.base import Policy
+
+logger = logging.getLogger(__name__)
 
 
 def decide(state: State, policy: Policy, cfg: Configuration) -> dict[str, Any]:
@@ -15,6 +18,10 @@ def decide(state: State, policy: Policy, cfg: Configuration) -> dict[str, Any]:
     actions = valid_actions(state, cfg)
     scores = policy.scores(state, actions, cfg)
     choice = policy.choose(state, actions, cfg)
+    if choice not in actions:
+        # The validity layer is a hard constraint: a policy cannot override it.
+        logger.warning("policy %s chose invalid action %r", policy.name, choice)
+        choice = max(actions, key=lambda a: (scores.get(a, float("-inf")), -ACTIONS.index(a)))
     return {
         "valid_actions": actions,
         "invalid_reasons": invalid_reasons(state, cfg),

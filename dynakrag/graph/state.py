@@ -77,6 +77,8 @@ class State(InputState, total=False):
     gaps: list[str]
     """Recorded missing information not yet queried."""
     queried_gaps: list[str]
+    exhausted_queries: list[str]
+    """Queries whose ranked candidates are all in the evidence already."""
     bridge_entities: list[str]
     """Entities found in the evidence but absent from the question."""
     expanded_entities: list[str]

@@ -75,13 +75,20 @@ class LLMClient:
         max_retries: int = 2,
         backoff_s: float = 0.5,
         json_mode: bool | None = None,
+        json_retries: int = 0,
     ) -> None:
-        """``model`` may be a factory: expensive backends then start on the first request."""
+        """``model`` may be a factory: expensive backends then start on the first request.
+
+        ``max_retries`` retries a failed request (exception or empty reply) with backoff;
+        ``json_retries`` asks again when a reply is not the asked JSON (off by default: at
+        temperature 0 the same prompt gives the same reply).
+        """
         self._model = model if isinstance(model, BaseChatModel) else None
         self._factory = None if isinstance(model, BaseChatModel) else model
         self._lock = threading.Lock()
         self.max_retries = max_retries
         self.backoff_s = backoff_s
+        self.json_retries = json_retries
         self._json_mode = json_mode
 
     @property
@@ -103,9 +110,9 @@ class LLMClient:
         return self._call(messages, json_reply=False)
 
     def json(self, messages: Messages) -> tuple[dict[str, Any] | None, Usage]:
-        """The reply as a JSON object, or None when no attempt gave one."""
+        """The reply as a JSON object, or None when no reply gave one."""
         usage = NO_USAGE
-        for _ in range(self.max_retries + 1):
+        for _ in range(1 + self.json_retries):
             text, attempt_usage = self._call(messages, json_reply=True)
             usage += attempt_usage
             if text is None:

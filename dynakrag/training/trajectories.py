@@ -6,7 +6,9 @@ every run a ``thread_id``::
     graph = build_graph(checkpointer=open_trajectory_log("runs.sqlite"))
     graph.invoke({"question": q}, {"configurable": {"thread_id": "q1"}})
 
-LangGraph then stores one checkpoint per super-step (``prepare``, ``controller``, each action
+One thread per question keeps each trajectory apart; a later run on the same thread starts
+afresh (``prepare`` resets the history and the counters) but shares the thread's checkpoint
+history. LangGraph stores one checkpoint per super-step (``prepare``, ``controller``, each action
 node) in the file; its tables belong to ``langgraph-checkpoint-sqlite`` and are read here only
 through the public checkpointer and ``get_state_history`` APIs.
 
@@ -19,6 +21,8 @@ recovered from the checkpoint history of each thread (oldest first):
 * ``state``: the graph state (``StateSnapshot.values``) just before the action ran, i.e. after
   the controller chose it: what the controller conditioned on plus its decision
   (``valid_actions``, ``invalid_reasons``, ``policy_scores``, ``next_action == action``).
+  Exception: ``stop_answer`` after ``compress_answer_evidence`` follows by a fixed edge, with
+  no controller step between, so its ``state`` still holds the decision for the compression.
 * ``action``: one of the seven names in ``dynakrag.graph.state.ACTIONS``.
 * ``next_state``: the state at the next decision point, i.e. just before the following action
   ran (after the next controller step), or the final state when the run ended there. So

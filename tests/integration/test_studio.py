@@ -9,6 +9,7 @@ Everything stays on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -126,6 +127,12 @@ def _text(content: Any) -> str:
     return str(content or "")
 
 
+def _no_proxy() -> str:
+    """NO_PROXY extended with loopback, so that no configured proxy sees these requests."""
+    current = os.environ.get("NO_PROXY") or os.environ.get("no_proxy") or ""
+    return ",".join(part for part in (current, "127.0.0.1", "localhost") if part)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -165,7 +172,8 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
         "DYNAKRAG_LLM_BASE_URL": fake.base_url,
         "DYNAKRAG_LLM_MAX_RETRIES": "0",
         "OPENAI_API_KEY": "dummy",
-        "NO_PROXY": "127.0.0.1,localhost",
+        "NO_PROXY": _no_proxy(),
+        "no_proxy": _no_proxy(),
     }
     for name in ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGCHAIN_TRACING_V2"):
         env.pop(name, None)
@@ -182,17 +190,22 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
         stdin=subprocess.DEVNULL,
         start_new_session=True,  # its own process group, killed as a whole below
     )
+    proxy_settings = pytest.MonkeyPatch()
+    proxy_settings.setenv("NO_PROXY", env["NO_PROXY"])  # for this process's own clients
+    proxy_settings.setenv("no_proxy", env["NO_PROXY"])
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while not _ready(url):
             if server.poll() is not None:
                 pytest.fail(f"langgraph dev exited ({server.returncode}):\n{_tail(log_path)}")
             if time.monotonic() > deadline:
-                pytest.fail(f"langgraph dev not ready in {STARTUP_TIMEOUT_S:.0f}s:\n{_tail(log_path)}")
+                waited = f"{STARTUP_TIMEOUT_S:.0f}s"
+                pytest.fail(f"langgraph dev not ready after {waited}:\n{_tail(log_path)}")
             time.sleep(0.25)
         yield Studio(url=url, fake=fake, questions=list(corpus.questions[:3]))
     finally:
         _kill_group(server)
+        proxy_settings.undo()
         log.close()
         fake.shutdown()
         fake.server_close()
@@ -204,14 +217,10 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # workers the CLI started, if still there
-    except ProcessLookupError:
-        pass
     process.wait(timeout=10)
 
 
@@ -224,11 +233,15 @@ def _client(studio: Studio) -> Any:
 
 
 async def _ask(client: Any, question: str) -> dict[str, Any]:
+    """Run ``question`` on a new thread, deleted afterwards (the server persists threads)."""
     thread = await client.threads.create()
-    result = await asyncio.wait_for(
-        client.runs.wait(thread["thread_id"], "dynakrag", input={"question": question}),
-        timeout=RUN_TIMEOUT_S,
-    )
+    try:
+        result = await asyncio.wait_for(
+            client.runs.wait(thread["thread_id"], "dynakrag", input={"question": question}),
+            timeout=RUN_TIMEOUT_S,
+        )
+    finally:
+        await client.threads.delete(thread["thread_id"])
     assert isinstance(result, dict), result
     assert "__error__" not in result, result["__error__"]
     return result
