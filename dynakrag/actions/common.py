@@ -10,6 +10,7 @@ from dynakrag.configuration import Configuration
 from dynakrag.graph.state import Document, State
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.retrieval.base import Searcher
+from dynakrag.retrieval.provenance import search_with_provenance
 
 
 @dataclass
@@ -85,39 +86,44 @@ def acquire(
     Returns the new documents and the frontier statistics of this search.
     """
     seen = {doc["id"] for doc in state.get("evidence", [])}
-    ranked = resources.searcher.search(query, cfg.frontier_depth)
+    hits, dropped = search_with_provenance(resources.searcher, query, cfg.frontier_depth)
     step = len(state.get("trace", [])) + 1
     added: list[Document] = []
     depth_reached = 0
-    for rank, (passage, score) in enumerate(ranked, start=1):
-        if passage.id in seen:
+    for rank, hit in enumerate(hits, start=1):
+        if hit.passage.id in seen:
             continue
         if len(added) == cfg.docs_per_action:
             break
-        seen.add(passage.id)
+        seen.add(hit.passage.id)
         depth_reached = rank
+        provenance = hit.to_dict()
         added.append(
             Document(
-                id=passage.id,
-                title=passage.title,
-                text=passage.text,
-                score=float(score),
+                id=hit.passage.id,
+                title=hit.passage.title,
+                text=hit.passage.text,
+                score=float(hit.score),
                 query=query,
                 action=action,
                 step=step,
+                retriever=hit.retriever,
+                rank=rank,
+                sources=provenance["sources"],
             )
         )
-    scores = [float(score) for _, score in ranked]
-    unseen_left = sum(1 for passage, _ in ranked if passage.id not in seen)
+    scores = [float(hit.score) for hit in hits]
+    unseen_left = sum(1 for hit in hits if hit.passage.id not in seen)
     frontier = {
         "exhausted": unseen_left == 0,
         "query": query,
-        "candidates": len(ranked),
+        "candidates": len(hits),
         "depth_reached": depth_reached,
         "unseen_left": unseen_left,
         "top_score": scores[0] if scores else 0.0,
         "added_mean_score": (sum(d["score"] for d in added) / len(added)) if added else 0.0,
         "margin": (scores[0] - scores[1]) if len(scores) > 1 else 0.0,
+        "dropped": len(dropped),
     }
     return added, frontier
 

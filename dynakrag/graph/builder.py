@@ -32,6 +32,7 @@ from dynakrag.llm.client import LLMClient
 from dynakrag.policy.base import Policy
 from dynakrag.policy.registry import resolve_policy
 from dynakrag.retrieval.base import Searcher
+from dynakrag.retrieval.provenance import search_with_provenance
 
 ActionFn = Callable[[State, Resources, Configuration], dict[str, Any]]
 
@@ -90,6 +91,9 @@ class LazySearcher:
 
     def search(self, query: str, k: int) -> list[Any]:
         return self._lazy.get().search(query, k)
+
+    def search_with_provenance(self, query: str, k: int) -> Any:
+        return search_with_provenance(self._lazy.get(), query, k)
 
 
 def build_graph(

@@ -49,6 +49,11 @@ class Document(TypedDict, total=False):
     query: str
     action: str
     step: int
+    retriever: str
+    """Which retriever found it (e.g. dense, bm25, hybrid), at ``rank`` in its search."""
+    rank: int
+    sources: list[dict[str, Any]]
+    """Every retriever that ranked it: ``{retriever, rank, score}``."""
 
 
 class SubQuestion(TypedDict):

@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from dynakrag.errors import CorpusError, UserInputError
 from dynakrag.retrieval.passage import Passage
+from dynakrag.retrieval.provenance import ProvenanceMixin
 
 FORMAT_VERSION = 1
 INDEX_FILE = "index.faiss"
@@ -57,8 +58,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-class DenseIndex:
+class DenseIndex(ProvenanceMixin):
     """Passages plus their embeddings in a FAISS ``IndexFlatIP`` (exact cosine search)."""
+
+    name = "dense"
 
     def __init__(
         self,

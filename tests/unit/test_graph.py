@@ -158,7 +158,14 @@ def test_final_state_holds_no_gold_labels(corpus: DemoCorpus) -> None:
     keys = set(walk_keys(dict(final)))
     assert not {key for key in keys if GOLD_KEY.search(key)}, keys
     for doc in final["evidence"]:
-        assert set(doc) <= {"id", "title", "text", "score", "query", "action", "step"}
+        assert set(doc) <= {"id", "title", "text", "score", "query", "action", "step"} | {
+            "retriever",
+            "rank",
+            "sources",
+        }
+        # Provenance: which retriever found it, at what rank.
+        assert doc["retriever"] == "keywordsearcher" and doc["rank"] >= 1
+        assert doc["sources"][0]["retriever"] == "keywordsearcher"
 
 
 def test_configurable_max_steps_changes_behaviour_per_run(corpus: DemoCorpus) -> None:
