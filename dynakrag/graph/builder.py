@@ -27,7 +27,14 @@ from dynakrag.actions.sufficiency_check import sufficiency_check
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
 from dynakrag.graph.router import decide, route
-from dynakrag.graph.state import ACQUISITION_ACTIONS, ACTIONS, InputState, State
+from dynakrag.graph.state import (
+    ACQUISITION_ACTIONS,
+    ACTIONS,
+    ADDITIVE_FIELDS,
+    InputState,
+    State,
+    initial_state,
+)
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.base import Policy
 from dynakrag.policy.registry import resolve_policy
@@ -141,32 +148,12 @@ def build_graph(
         """Validate the question and initialise the state."""
         cfg = run_configuration(config)
         question = validate_question(state.get("question"), cfg)
-        return {
-            "question": question,
-            "query": question,
-            "evidence": [],
-            "sub_questions": [],
-            "gaps": [],
-            "queried_gaps": [],
-            "bridge_entities": [],
-            "expanded_entities": [],
-            "sufficient": False,
-            "evidence_count_at_check": -1,
-            "last_new_docs": 0,
-            "compressed": False,
-            "rewrites": 0,
-            "answer": "",
-            "frontier": {},
-            "exhausted_queries": [],
-            # A new question on the same thread starts with a fresh budget and history.
-            "trace": Overwrite([]),
-            "steps": Overwrite(0),
-            "retrieval_calls": Overwrite(0),
-            "llm_calls": Overwrite(0),
-            "prompt_tokens": Overwrite(0),
-            "completion_tokens": Overwrite(0),
-            "accounting": Overwrite({}),
-        }
+        update: dict[str, Any] = dict(initial_state(question))
+        # A new question on the same thread starts with a fresh budget and history: bypass the
+        # reducers that would otherwise add to the previous run's counters.
+        for name in ADDITIVE_FIELDS:
+            update[name] = Overwrite(update[name])
+        return update
 
     def controller(state: State, config: RunnableConfig) -> dict[str, Any]:
         """Validity layer, then policy: pick the next action."""

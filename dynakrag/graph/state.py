@@ -115,6 +115,47 @@ class State(InputState, total=False):
     """The final answer ("insufficient evidence" when none could be given)."""
 
 
+ADDITIVE_FIELDS: tuple[str, ...] = (
+    "trace",
+    "steps",
+    "retrieval_calls",
+    "llm_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "accounting",
+)
+"""Fields merged by a reducer (added up across updates)."""
+
+
+def initial_state(question: str) -> State:
+    """The state of a run before its first action (``question`` already validated)."""
+    return State(
+        question=question,
+        query=question,
+        evidence=[],
+        sub_questions=[],
+        gaps=[],
+        queried_gaps=[],
+        exhausted_queries=[],
+        bridge_entities=[],
+        expanded_entities=[],
+        sufficient=False,
+        evidence_count_at_check=-1,
+        last_new_docs=0,
+        compressed=False,
+        rewrites=0,
+        answer="",
+        frontier={},
+        trace=[],
+        steps=0,
+        retrieval_calls=0,
+        llm_calls=0,
+        prompt_tokens=0,
+        completion_tokens=0,
+        accounting={},
+    )
+
+
 def action_history(state: State) -> list[str]:
     """Actions taken so far, in order."""
     return [entry["action"] for entry in state.get("trace", [])]

@@ -20,7 +20,7 @@ from dynakrag.actions.rewrite_query import rewrite_query
 from dynakrag.actions.stop_answer import stop_answer
 from dynakrag.actions.sufficiency_check import sufficiency_check
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import Document, State, merge_accounting
+from dynakrag.graph.state import Document, State, initial_state, merge_accounting
 from dynakrag.llm import client as client_module
 from dynakrag.llm.client import LLMClient, Usage, estimate_tokens, parse_json_object
 from dynakrag.llm.fake import ScriptedChatModel
@@ -123,23 +123,7 @@ def doc(passage_id: str) -> Document:
 
 
 def make_state(**overrides: Any) -> State:
-    state: dict[str, Any] = {
-        "question": QUESTION,
-        "query": QUESTION,
-        "evidence": [],
-        "sub_questions": [],
-        "gaps": [],
-        "queried_gaps": [],
-        "bridge_entities": [],
-        "expanded_entities": [],
-        "sufficient": False,
-        "evidence_count_at_check": -1,
-        "last_new_docs": 0,
-        "compressed": False,
-        "rewrites": 0,
-        "answer": "",
-        "trace": [],
-    }
+    state: dict[str, Any] = dict(initial_state(QUESTION))
     state.update(overrides)
     return state  # type: ignore[return-value]
 

@@ -16,7 +16,7 @@ from dynakrag.actions.validity import (
     valid_actions,
 )
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import ACQUISITION_ACTIONS, ACTIONS, Document, State
+from dynakrag.graph.state import ACQUISITION_ACTIONS, ACTIONS, Document, State, initial_state
 
 QUESTION = "In which city is the headquarters of the company where Ada Voss works?"
 CFG = Configuration(max_steps=4, max_retrieval_calls=4)
@@ -44,25 +44,7 @@ def docs(n: int) -> list[Document]:
 
 def make_state(**overrides: Any) -> State:
     """A state as ``prepare`` leaves it, with ``overrides`` applied."""
-    state: dict[str, Any] = {
-        "question": QUESTION,
-        "query": QUESTION,
-        "evidence": [],
-        "sub_questions": [],
-        "gaps": [],
-        "queried_gaps": [],
-        "bridge_entities": [],
-        "expanded_entities": [],
-        "sufficient": False,
-        "evidence_count_at_check": -1,
-        "last_new_docs": 0,
-        "compressed": False,
-        "rewrites": 0,
-        "answer": "",
-        "steps": 0,
-        "retrieval_calls": 0,
-        "trace": [],
-    }
+    state: dict[str, Any] = dict(initial_state(QUESTION))
     state.update(overrides)
     return state  # type: ignore[return-value]
 
