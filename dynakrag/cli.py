@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     build = index_commands.add_parser("build", help="embed a corpus into a FAISS index")
     build.add_argument("--corpus", type=Path, required=True, help="JSONL file or folder")
     build.add_argument("--out", type=Path, required=True, help="directory to write the index to")
+
+    from dynakrag.training.cli_train import add_train_parsers
+
+    add_train_parsers(commands)
     return parser
 
 
@@ -83,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ask": run_ask,
         "index": run_index_build,
     }
+    from dynakrag.training.cli_train import TRAIN_HANDLERS
+
+    handlers.update(TRAIN_HANDLERS)
     try:
         return handlers[args.command](args)
     except UserInputError as exc:

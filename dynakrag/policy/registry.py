@@ -16,14 +16,14 @@ BUILTIN_POLICIES: dict[str, type[Policy]] = {
 
 
 def resolve_policy(spec: str | Policy) -> Policy:
-    """A built-in policy by name, or a Policy instance as given."""
+    """A built-in policy by name, a trained policy file (never unpickled), or a Policy."""
     if isinstance(spec, Policy):
         return spec
     if spec in BUILTIN_POLICIES:
         return BUILTIN_POLICIES[spec]()
     if Path(spec).exists():
-        raise ConfigurationError(
-            f"policy file {spec!r}: learned policy files are not supported in this version"
-        )
+        from dynakrag.policy.learned import load_policy_file
+
+        return load_policy_file(spec)
     names = ", ".join(sorted(BUILTIN_POLICIES))
     raise ConfigurationError(f"unknown policy {spec!r} (built-in policies: {names})")

@@ -1,0 +1,411 @@
+"""Random forests that are fitted with scikit-learn but stored and evaluated as plain arrays.
+
+A fitted ``RandomForestRegressor`` is exported into a :class:`TreeEnsemble`: every tree's
+``children_left``, ``children_right``, ``feature``, ``threshold`` and leaf ``value`` arrays,
+concatenated, with ``offsets`` marking where each tree starts. ``TreeEnsemble.predict`` walks
+the trees with numpy alone (the mean over trees, as scikit-learn does) and reproduces
+scikit-learn's predictions: inputs are rounded to float32 first, as scikit-learn's trees do.
+
+Policy files are ``.npz`` archives (a zip of ``.npy`` arrays, the layout ``np.savez`` writes)
+holding only numeric arrays plus the JSON metadata as a ``uint8`` array named ``__meta__``. They
+are written by :func:`write_arrays` (``np.savez``'s layout with fixed zip timestamps, so the
+same model always gives the same bytes, and ``allow_pickle=False``) and read by
+:func:`read_arrays`, which never runs code from the file: it checks the zip magic before
+anything else (a pickle is refused unopened), bounds the archive's size, reads every ``.npy``
+header first (plain integer / float dtypes only, declared shapes that fit the stored bytes),
+then loads with ``np.load(path, allow_pickle=False)``. A loaded ensemble is validated (index
+ranges, children after their parent, finite numbers) so that a crafted file can neither index
+out of range nor make prediction loop.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dynakrag.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from sklearn.ensemble import RandomForestRegressor
+
+__all__ = [
+    "MAX_FILE_BYTES",
+    "META_KEY",
+    "PolicyFileError",
+    "TreeEnsemble",
+    "fit_forest",
+    "read_arrays",
+    "write_arrays",
+]
+
+META_KEY = "__meta__"
+"""Name of the ``uint8`` array holding the UTF-8 JSON metadata."""
+MAX_FILE_BYTES = 1 << 30
+"""Largest uncompressed archive accepted (1 GiB)."""
+MAX_DEPTH = 4096
+"""Deepest tree accepted (scikit-learn forests here are a few dozen levels deep)."""
+_ZIP_MAGIC = b"PK\x03\x04"
+_FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+_TREE_ARRAYS = ("offsets", "children_left", "children_right", "feature", "threshold", "value")
+
+
+class PolicyFileError(ConfigurationError):
+    """A file given as a policy is not a valid dynakrag policy file."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{path} is not a dynakrag policy file: {reason}")
+
+
+# --------------------------------------------------------------------------------------------
+# The ensemble
+
+
+class TreeEnsemble:
+    """Regression trees as flat arrays; ``predict`` is the mean of the trees' leaf values.
+
+    Arrays (``N`` nodes over ``T`` trees; node indices local to their tree, as in
+    scikit-learn's ``tree_``): ``offsets`` int64 ``(T + 1,)``, ``children_left`` and
+    ``children_right`` int64 ``(N,)`` (-1 for a leaf), ``feature`` int64 ``(N,)``,
+    ``threshold`` float64 ``(N,)`` (go left when ``x[feature] <= threshold``), ``value``
+    float64 ``(N,)``. Raises ``ValueError`` when the arrays do not form valid trees.
+    """
+
+    def __init__(
+        self,
+        *,
+        n_features: int,
+        offsets: np.ndarray,
+        children_left: np.ndarray,
+        children_right: np.ndarray,
+        feature: np.ndarray,
+        threshold: np.ndarray,
+        value: np.ndarray,
+    ) -> None:
+        self.n_features = int(n_features)
+        self.offsets = _as(offsets, np.int64, "offsets")
+        self.children_left = _as(children_left, np.int64, "children_left")
+        self.children_right = _as(children_right, np.int64, "children_right")
+        self.feature = _as(feature, np.int64, "feature")
+        self.threshold = _as(threshold, np.float64, "threshold")
+        self.value = _as(value, np.float64, "value")
+        self._validate_and_compile()
+
+    # --- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def from_sklearn(cls, forest: RandomForestRegressor) -> TreeEnsemble:
+        """Export a fitted single-output ``RandomForestRegressor``."""
+        trees = [estimator.tree_ for estimator in forest.estimators_]
+        if not trees:
+            raise ValueError("the forest has no trees")
+        if any(tree.n_outputs != 1 for tree in trees):
+            raise ValueError("only single-output forests can be exported")
+        sizes = [int(tree.node_count) for tree in trees]
+        return cls(
+            n_features=int(forest.n_features_in_),
+            offsets=np.concatenate([[0], np.cumsum(sizes)]),
+            children_left=np.concatenate([tree.children_left for tree in trees]),
+            children_right=np.concatenate([tree.children_right for tree in trees]),
+            feature=np.concatenate([tree.feature for tree in trees]),
+            threshold=np.concatenate([tree.threshold for tree in trees]),
+            value=np.concatenate([tree.value[:, 0, 0] for tree in trees]),
+        )
+
+    def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The arrays to store, named ``{prefix}.{array}``."""
+        return {
+            f"{prefix}.offsets": self.offsets,
+            f"{prefix}.children_left": self.children_left,
+            f"{prefix}.children_right": self.children_right,
+            f"{prefix}.feature": self.feature,
+            f"{prefix}.threshold": self.threshold,
+            f"{prefix}.value": self.value,
+        }
+
+    @classmethod
+    def from_arrays(
+        cls, arrays: Mapping[str, np.ndarray], prefix: str, n_features: int
+    ) -> TreeEnsemble:
+        """The ensemble stored under ``prefix`` (``ValueError`` when missing or invalid)."""
+        missing = [name for name in _TREE_ARRAYS if f"{prefix}.{name}" not in arrays]
+        if missing:
+            raise ValueError(f"missing arrays {', '.join(f'{prefix}.{m}' for m in missing)}")
+        parts = {name: arrays[f"{prefix}.{name}"] for name in _TREE_ARRAYS}
+        return cls(n_features=n_features, **parts)
+
+    # --- prediction -----------------------------------------------------------------------
+
+    @property
+    def n_trees(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.value)
+
+    @property
+    def max_depth(self) -> int:
+        return self._depth
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Mean leaf value over the trees for each row of ``X`` (shape ``(n, n_features)``)."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(f"expected rows of {self.n_features} features, got {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise ValueError("features must be finite")
+        if X.shape[0] == 0:
+            return np.zeros(0, dtype=np.float64)
+        # scikit-learn's trees compare float32 inputs with float64 thresholds.
+        x = X.astype(np.float32).astype(np.float64)
+        rows = np.arange(x.shape[0])[:, None]
+        nodes = np.tile(self._roots, (x.shape[0], 1))
+        for _ in range(self._depth):
+            go_left = x[rows, self._feat[nodes]] <= self._thr[nodes]
+            nodes = np.where(go_left, self._left[nodes], self._right[nodes])
+        return self.value[nodes].mean(axis=1)
+
+    # --- validation -----------------------------------------------------------------------
+
+    def _validate_and_compile(self) -> None:
+        n = self.n_nodes
+        if self.n_features < 1:
+            raise ValueError(f"n_features must be >= 1, got {self.n_features}")
+        for name in ("children_left", "children_right", "feature", "threshold"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(self, name))} entries, value has {n}")
+        offsets = self.offsets
+        if len(offsets) < 2 or offsets[0] != 0 or offsets[-1] != n:
+            raise ValueError(f"offsets must run from 0 to the node count {n}")
+        sizes = np.diff(offsets)
+        if np.any(sizes < 1):
+            raise ValueError("every tree needs at least one node")
+        tree_of = np.repeat(np.arange(len(sizes)), sizes)
+        local = np.arange(n) - offsets[tree_of]
+        size = sizes[tree_of]
+        left, right = self.children_left, self.children_right
+        leaf = left == -1
+        if np.any(leaf != (right == -1)):
+            raise ValueError("a node has exactly one child")
+        internal = ~leaf
+        # Children come after their parent within the tree: prediction always reaches a leaf.
+        for name, child in (("children_left", left), ("children_right", right)):
+            bad = internal & ((child <= local) | (child >= size))
+            if np.any(bad):
+                raise ValueError(f"{name} points outside its tree or backwards")
+        if np.any(internal & ((self.feature < 0) | (self.feature >= self.n_features))):
+            raise ValueError(f"a split feature is outside 0..{self.n_features - 1}")
+        if not np.all(np.isfinite(self.threshold[internal])):
+            raise ValueError("a split threshold is not finite")
+        if not np.all(np.isfinite(self.value)):
+            raise ValueError("a leaf value is not finite")
+        base = offsets[tree_of]
+        index = np.arange(n)
+        self._roots = offsets[:-1].copy()
+        self._left = np.where(internal, left + base, index)
+        self._right = np.where(internal, right + base, index)
+        self._feat = np.where(internal, self.feature, 0)
+        self._thr = np.where(internal, self.threshold, np.inf)
+        self._depth = self._levels(internal)
+
+    def _levels(self, internal: np.ndarray) -> int:
+        """Depth of the deepest leaf (number of splits on the longest root-leaf path)."""
+        level = np.unique(self._roots)
+        depth = 0
+        while True:
+            inner = level[internal[level]]
+            if inner.size == 0:
+                return depth
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ValueError(f"a tree is deeper than {MAX_DEPTH} levels")
+            level = np.unique(np.concatenate([self._left[inner], self._right[inner]]))
+
+
+def _as(array: Any, dtype: type[np.generic], name: str) -> np.ndarray:
+    array = np.asarray(array)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    kind = np.dtype(dtype).kind
+    if kind == "i" and array.dtype.kind not in "iu":
+        raise ValueError(f"{name} must hold integers, got {array.dtype}")
+    if kind == "f" and array.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must hold numbers, got {array.dtype}")
+    return np.ascontiguousarray(array, dtype=dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Fitting
+
+
+def fit_forest(
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    n_estimators: int = 300,
+    min_samples_leaf: int = 8,
+    random_state: int = 13,
+    n_jobs: int | None = None,
+    progress: bool = False,
+    desc: str = "fitting trees",
+) -> tuple[RandomForestRegressor, TreeEnsemble]:
+    """Fit a ``RandomForestRegressor`` and export it.
+
+    With ``progress`` the trees are grown in chunks (``warm_start``, which gives the same
+    trees as one fit) under a tqdm bar on stderr.
+    """
+    from sklearn.ensemble import RandomForestRegressor
+
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if X.ndim != 2 or y.shape != (X.shape[0],) or X.shape[0] == 0:
+        raise ValueError(f"need X of shape (n, d) and y of shape (n,), got {X.shape}, {y.shape}")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+        raise ValueError("training data must be finite")
+    forest = RandomForestRegressor(
+        n_estimators=n_estimators,
+        min_samples_leaf=min_samples_leaf,
+        random_state=random_state,
+        n_jobs=n_jobs,
+        warm_start=progress,
+    )
+    if not progress:
+        forest.fit(X, y)
+    else:
+        from tqdm import tqdm
+
+        chunk = max(1, n_estimators // 10)
+        with tqdm(total=n_estimators, desc=desc, unit="tree", file=sys.stderr) as bar:
+            grown = 0
+            while grown < n_estimators:
+                grown = min(n_estimators, grown + chunk)
+                forest.set_params(n_estimators=grown)
+                forest.fit(X, y)
+                bar.update(grown - bar.n)
+        forest.set_params(warm_start=False)
+    return forest, TreeEnsemble.from_sklearn(forest)
+
+
+# --------------------------------------------------------------------------------------------
+# Files
+
+
+def write_arrays(
+    path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]
+) -> Path:
+    """Write ``arrays`` and ``meta`` (JSON) as one ``.npz``, atomically and reproducibly.
+
+    The archive is what ``np.savez`` writes (an uncompressed zip of ``.npy`` files, readable
+    by ``np.load``) but with fixed timestamps and sorted entries, and object arrays refused.
+    """
+    target = Path(path)
+    entries = dict(arrays)
+    if META_KEY in entries:
+        raise ValueError(f"{META_KEY!r} is reserved for the metadata")
+    text = json.dumps(meta, sort_keys=True, ensure_ascii=True, allow_nan=False)
+    entries[META_KEY] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    for name, array in entries.items():
+        if np.asarray(array).dtype.kind not in "iuf":
+            raise ValueError(f"array {name!r} has dtype {np.asarray(array).dtype}: numbers only")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle, zipfile.ZipFile(handle, "w", allowZip64=True) as zf:
+            for name in sorted(entries):
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_TIME)
+                info.compress_type = zipfile.ZIP_STORED
+                with zf.open(info, "w", force_zip64=True) as member:
+                    np.lib.format.write_array(
+                        member, np.ascontiguousarray(entries[name]), allow_pickle=False
+                    )
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a policy file is an ordinary file
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def read_arrays(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays and metadata of a file written by :func:`write_arrays`.
+
+    Raises :class:`PolicyFileError` for anything else, without unpickling or executing
+    anything from the file.
+    """
+    source = Path(path)
+    try:
+        with source.open("rb") as handle:
+            magic = handle.read(len(_ZIP_MAGIC))
+    except OSError as exc:
+        raise PolicyFileError(path, f"cannot read it ({exc.strerror or exc})") from None
+    if magic != _ZIP_MAGIC:
+        raise PolicyFileError(path, "not an .npz archive (it was not opened any further)")
+    try:
+        with zipfile.ZipFile(source) as zf:
+            infos = zf.infolist()
+            if sum(info.file_size for info in infos) > MAX_FILE_BYTES:
+                raise PolicyFileError(path, f"its arrays exceed {MAX_FILE_BYTES} bytes")
+            names = [info.filename for info in infos]
+            if (
+                not names
+                or any(not n.endswith(".npy") for n in names)
+                or len(set(names)) < len(names)
+            ):
+                raise PolicyFileError(path, "the archive must hold distinct .npy arrays only")
+            for info in infos:
+                reason = _header_problem(zf, info)
+                if reason:
+                    raise PolicyFileError(path, f"{info.filename}: {reason}")
+        with np.load(source, allow_pickle=False) as data:
+            arrays = {name: np.asarray(data[name]) for name in data.files}
+    except PolicyFileError:
+        raise
+    except (ValueError, OSError, EOFError, KeyError, MemoryError, zipfile.BadZipFile) as exc:
+        raise PolicyFileError(path, f"unreadable archive ({type(exc).__name__}: {exc})") from None
+    for name, array in arrays.items():
+        if array.dtype.kind not in "iuf":
+            raise PolicyFileError(path, f"array {name!r} has dtype {array.dtype}")
+    raw = arrays.pop(META_KEY, None)
+    if raw is None or raw.dtype != np.uint8 or raw.ndim != 1:
+        raise PolicyFileError(path, f"no {META_KEY} metadata array")
+    try:
+        meta = json.loads(raw.tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise PolicyFileError(path, f"unreadable metadata ({type(exc).__name__})") from None
+    if not isinstance(meta, dict):
+        raise PolicyFileError(path, "the metadata is not a JSON object")
+    return arrays, meta
+
+
+def _header_problem(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> str | None:
+    """Why a member's ``.npy`` header is unacceptable (read before any array data), or None.
+
+    Only plain numeric dtypes are accepted, and the declared shape must fit in the member, so
+    neither a pickled object array nor a huge declared shape is ever loaded.
+    """
+    with zf.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+        else:
+            return f"unsupported .npy version {version}"
+    if dtype.hasobject or dtype.kind not in "iuf" or dtype.fields is not None:
+        return f"dtype {dtype} is not a plain number type"
+    if math.prod(shape) * dtype.itemsize > info.file_size:
+        return f"declared shape {shape} is larger than the stored data"
+    return None
