@@ -1,0 +1,207 @@
+"""Multi-hop benchmark: retrievers and QA methods side by side on the eval rows.
+
+Two parts, both on eval rows only (nothing here fits or tunes anything):
+
+* **retrieval** (no LLM): per dataset, the open setting's pooled paragraphs indexed by BM25,
+  dense (MiniLM + FAISS) and hybrid (RRF); support recall at k=5 and k=10 of the question
+  alone, per-query latency as a ratio to BM25, and the dense index build time as a ratio to the
+  time spent embedding.
+* **qa**: `dynakrag eval` for each dataset x setting x method on the first ``--limit`` eval
+  questions with the configured generator (the embedded model by default); LLM replies are
+  cached on disk, so a rerun is cheap.
+
+Writes JSON under ``benchmarks/results/`` and prints one markdown table per part
+(``benchmarks/results/multihop.md`` holds both).
+
+    .venv/bin/python benchmarks/multihop.py --part retrieval
+    .venv/bin/python benchmarks/multihop.py --part qa --limit 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from dynakrag.configuration import Configuration
+from dynakrag.eval.datasets import dsrag_corpus, load_examples, open_corpus
+from dynakrag.eval.metrics import support_recall
+from dynakrag.eval.report import compare_table
+from dynakrag.eval.runner import evaluate
+from dynakrag.retrieval.dense import DenseIndex
+from dynakrag.retrieval.embeddings import default_embeddings
+from dynakrag.retrieval.hybrid import HybridRetriever
+from dynakrag.retrieval.lexical import BM25Index
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DATASETS = ("hotpotqa", "2wiki", "musique", "dsrag-ranking", "dsrag-comparison")
+QA_DATASETS = ("hotpotqa", "2wiki", "musique")
+METHODS = ("naive", "ircot", "decompose", "dynakrag")
+
+
+class _Precomputed(Embeddings):
+    """Returns vectors already computed, so an index build times only the indexing itself."""
+
+    def __init__(self, inner: Embeddings, vectors: dict[str, list[float]]) -> None:
+        self.inner, self.vectors = inner, vectors
+        self.model_name = getattr(inner, "model_name", type(inner).__name__)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self.vectors[text] for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
+def retrieval_part(datasets: list[str], batch_size: int) -> list[dict[str, Any]]:
+    """Support recall @5/@10, query latency and index build cost per retriever and dataset."""
+    embeddings = default_embeddings(batch_size=batch_size)
+    rows = []
+    for dataset in datasets:
+        examples = load_examples(dataset, "eval")
+        passages = dsrag_corpus() if dataset.startswith("dsrag") else open_corpus(examples)
+        texts = [f"{p.title}\n{p.text}" if p.title else p.text for p in passages]
+        print(f"[{dataset}] {len(examples)} questions, {len(passages)} passages", file=sys.stderr)
+
+        start = time.perf_counter()
+        vectors = embeddings.embed_documents(texts)
+        embed_s = time.perf_counter() - start
+        start = time.perf_counter()
+        dense = DenseIndex.build(
+            passages,
+            _Precomputed(embeddings, dict(zip(texts, vectors, strict=True))),
+            progress=False,
+        )
+        index_overhead_s = time.perf_counter() - start
+        bm25 = BM25Index.build(passages)
+        retrievers = {
+            "bm25": bm25,
+            "dense": dense,
+            "hybrid": HybridRetriever({"dense": dense, "bm25": bm25}),
+        }
+        for name, searcher in retrievers.items():
+            recall5, recall10, latencies = [], [], []
+            for example in examples:
+                start = time.perf_counter()
+                hits = searcher.search(example.question, 10)
+                latencies.append(time.perf_counter() - start)
+                ids = [passage.id for passage, _ in hits]
+                recall5.append(support_recall(ids[:5], example.gold_sets))
+                recall10.append(support_recall(ids, example.gold_sets))
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "retriever": name,
+                    "questions": len(examples),
+                    "passages": len(passages),
+                    "sr@5": statistics.fmean(recall5),
+                    "sr@10": statistics.fmean(recall10),
+                    "latency_ms": 1000 * statistics.fmean(latencies),
+                    "embed_s": embed_s,
+                    "index_build_over_embed": (embed_s + index_overhead_s) / embed_s,
+                }
+            )
+    for row in rows:
+        base = next(r for r in rows if r["dataset"] == row["dataset"] and r["retriever"] == "bm25")
+        row["latency_vs_bm25"] = row["latency_ms"] / base["latency_ms"]
+    return rows
+
+
+def retrieval_table(rows: list[dict[str, Any]]) -> str:
+    header = "| dataset | retriever | questions | passages | SR@5 | SR@10 | latency / bm25 |"
+    lines = [header, "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['dataset']} | {r['retriever']} | {r['questions']} | {r['passages']} | "
+            f"{r['sr@5']:.3f} | {r['sr@10']:.3f} | {r['latency_vs_bm25']:.1f}x |"
+        )
+    builds = {r["dataset"]: r["index_build_over_embed"] for r in rows}
+    lines.append("")
+    lines.append(
+        "Dense index build time / embedding time: "
+        + ", ".join(f"{d} {v:.3f}x" for d, v in builds.items())
+    )
+    return "\n".join(lines) + "\n"
+
+
+def qa_part(
+    datasets: list[str],
+    settings: list[str],
+    methods: list[str],
+    retriever: str,
+    limit: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """`dynakrag eval` for each combination; results written beside this script."""
+    cfg = Configuration.from_env()
+    results = []
+    for dataset in datasets:
+        for setting in settings:
+            for method in methods:
+                out = RESULTS / "qa" / f"{dataset}-{setting}-{method}-{retriever}.json"
+                print(f"[qa] {dataset} {setting} {method} -> {out}", file=sys.stderr)
+                results.append(
+                    evaluate(
+                        dataset,
+                        "eval",
+                        setting,
+                        method,
+                        retriever=retriever,
+                        limit=limit,
+                        seed=seed,
+                        out=out,
+                        cfg=cfg,
+                        progress=True,
+                    )
+                )
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("retrieval", "qa", "all"), default="all")
+    parser.add_argument("--datasets", nargs="+", default=None)
+    parser.add_argument("--settings", nargs="+", default=["distractor", "open"])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--retriever", default="hybrid", choices=("bm25", "dense", "hybrid"))
+    parser.add_argument("--limit", type=int, default=5, help="eval questions per QA run")
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args(argv)
+    np.random.seed(args.seed)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    sections = []
+    if args.part in ("retrieval", "all"):
+        rows = retrieval_part(list(args.datasets or DATASETS), args.batch_size)
+        (RESULTS / "retrieval.json").write_text(json.dumps(rows, indent=2) + "\n")
+        sections.append("## Retrieval (open setting, all eval rows)\n\n" + retrieval_table(rows))
+    if args.part in ("qa", "all"):
+        results = qa_part(
+            list(args.datasets or QA_DATASETS),
+            args.settings,
+            args.methods,
+            args.retriever,
+            args.limit,
+            args.seed,
+        )
+        summary = [{"meta": r["meta"], "summary": r["summary"]} for r in results]
+        (RESULTS / "qa.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        sections.append(
+            f"## QA (first {args.limit} eval questions, {args.retriever} retrieval)\n\n"
+            + compare_table(results)
+        )
+    text = "\n".join(sections)
+    print(text)
+    (RESULTS / f"multihop-{args.part}.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
