@@ -7,7 +7,9 @@ unreadable corpus or index, bad option), 1 with one line when a model cannot be 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import sys
 import traceback
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from dynakrag.configuration import Configuration
-from dynakrag.errors import DynakragError, UserInputError
+from dynakrag.errors import DynakragError, ModelUnavailableError, UserInputError
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -79,6 +81,13 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
+    logging.basicConfig(
+        level=logging.DEBUG if os.environ.get("DYNAKRAG_DEBUG") else logging.ERROR,
+        format="dynakrag: %(levelname)s: %(message)s",
+    )
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError):  # not a TextIOWrapper
+            stream.reconfigure(errors="replace")  # type: ignore[union-attr]
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -130,7 +139,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from dynakrag.eval.demo import DEMO_SEED, demo_searcher
     from dynakrag.eval.demo_corpus import demo_question, generate_demo_corpus
     from dynakrag.graph.builder import build_graph, validate_question
-    from dynakrag.llm.factory import describe_backend
+    from dynakrag.llm.factory import describe_backend, llm_client_from_config
 
     cfg = _configuration(args)
     corpus = generate_demo_corpus(DEMO_SEED)
@@ -143,8 +152,10 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         print(f"Generator: {describe_backend(cfg)}", file=out)
         print(f"Question: {question}", file=out)
-    graph = build_graph(demo_searcher(cfg), configuration=cfg)
+    llm = llm_client_from_config(cfg)
+    graph = build_graph(demo_searcher(cfg), configuration=cfg, llm=llm)
     final = stream_run(graph, question, out=None if args.quiet else out)
+    _check_model_reached(llm)
     if not args.quiet and not args.question:
         found = {doc["id"] for doc in final.get("evidence", [])}
         hits = sum(1 for doc_id in gold.support if doc_id in found)
@@ -158,18 +169,28 @@ def run_demo(args: argparse.Namespace) -> int:
 def run_ask(args: argparse.Namespace) -> int:
     """Answer one question from a corpus, an index, or the demo corpus."""
     from dynakrag.graph.builder import build_graph, validate_question
+    from dynakrag.llm.factory import llm_client_from_config
 
     cfg = _configuration(args)
     question = validate_question(args.question, cfg)
     searcher = _searcher_for(args, cfg)
-    graph = build_graph(searcher, configuration=cfg)
+    llm = llm_client_from_config(cfg)
+    graph = build_graph(searcher, configuration=cfg, llm=llm)
     if args.json:
         final = stream_run(graph, question, out=None)
+        _check_model_reached(llm)
         print(json.dumps(_jsonable(final), ensure_ascii=False, indent=2))
         return EXIT_OK
     final = stream_run(graph, question, out=None if args.quiet else sys.stdout)
+    _check_model_reached(llm)
     print(f"Answer: {final.get('answer', '')}")
     return EXIT_OK
+
+
+def _check_model_reached(llm: Any) -> None:
+    """A run whose every model request failed is a failure, not an 'insufficient evidence'."""
+    if llm.unreachable:
+        raise ModelUnavailableError(f"the language model could not be reached ({llm.last_error})")
 
 
 def _searcher_for(args: argparse.Namespace, cfg: Configuration) -> Any:

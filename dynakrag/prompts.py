@@ -7,6 +7,7 @@ text inside those tags is data, never instructions.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,6 +73,7 @@ ANSWER_SYSTEM = (
 )
 
 INSUFFICIENT_EVIDENCE = "insufficient evidence"
+FACTS_TITLE = "facts found in the passages"
 UNKNOWN = "UNKNOWN"
 
 
@@ -86,8 +88,11 @@ def format_passages(passages: Sequence[dict[str, Any]]) -> str:
 
 
 def _strip_tags(text: str) -> str:
-    """Keep document text from closing or opening our delimiters."""
-    return text.replace("<passage", "‹passage").replace("</passage", "‹/passage").replace('"', "'")
+    """Keep document text from closing or opening our delimiters (in any letter case)."""
+    return _TAG.sub(lambda m: "‹" + m.group(1) + m.group(2), text).replace('"', "'")
+
+
+_TAG = re.compile(r"<\s*(/?)\s*(passage)", flags=re.IGNORECASE)
 
 
 def decompose_messages(question: str) -> list[tuple[str, str]]:
@@ -146,14 +151,15 @@ def answer_messages(
 ) -> list[tuple[str, str]]:
     """Ask for the final short answer; ``facts`` are sub-answers already checked against the
     passages, given as intermediate steps."""
-    notes = ""
+    blocks = list(passages)
     if facts:
-        notes = "\nFacts found in the passages:\n" + "\n".join(
-            f"- {sub} {answer}" for sub, answer in facts
-        )
+        # Derived from the passages by the model, so it is data too: one more passage block.
+        lines = "\n".join(f"- {sub} {answer}" for sub, answer in facts)
+        blocks.append({"title": FACTS_TITLE, "text": lines})
+
     return [
         ("system", ANSWER_SYSTEM),
-        ("human", f"{format_passages(passages)}\n{notes}\n\nQuestion: {question}\nAnswer:"),
+        ("human", f"{format_passages(blocks)}\n\nQuestion: {question}\nAnswer:"),
     ]
 
 

@@ -256,6 +256,8 @@ def _raw_rows(path: Path) -> list[Any]:
             raise CorpusError(
                 f"malformed JSON in {path} (line {exc.lineno} column {exc.colno}): {exc.msg}"
             ) from exc
+        except RecursionError:  # absurdly deep nesting: malformed, not a crash
+            raise CorpusError(f"malformed JSON in {path}: nested too deeply") from None
         if not isinstance(rows, list):
             raise CorpusError(f"{path}: expected a JSON list of rows")
         return rows
@@ -268,6 +270,8 @@ def _raw_rows(path: Path) -> list[Any]:
             out.append(json.loads(line))
         except json.JSONDecodeError as exc:
             raise CorpusError(f"malformed row {row} of {path}: invalid JSON ({exc.msg})") from exc
+        except RecursionError:
+            raise CorpusError(f"malformed row {row} of {path}: nested too deeply") from None
     return out
 
 
@@ -493,7 +497,14 @@ def _parsed_file(
             if not isinstance(row, dict):
                 raise TypeError(f"expected a JSON object, got {type(row).__name__}")
             example = _row_parser(row, dataset)(row, index, dataset)
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            IndexError,
+            AttributeError,
+            ArithmeticError,
+        ) as exc:
             what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
             raise CorpusError(f"malformed row {index} of {path}: {what}") from exc
         if example is not None:
@@ -733,7 +744,14 @@ def _parse_dsrag_file(path: Path, dataset: str, source: str) -> tuple[QAExample 
                     meta=meta,
                 )
             )
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            IndexError,
+            AttributeError,
+            ArithmeticError,
+        ) as exc:
             what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
             raise CorpusError(f"malformed row {index} of {path}: {what}") from exc
     return tuple(out)

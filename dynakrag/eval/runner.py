@@ -250,9 +250,8 @@ def _make_llm(
                 return inner
             return CachedChatModel(inner=inner, disk_cache=cache, identity=identity)
 
-        # The OpenAI client retries failed requests itself (llm_max_retries): no second layer.
         # Every configured backend is ChatOpenAI, hence JSON mode.
-        client = LLMClient(factory, max_retries=0, json_mode=True)
+        client = LLMClient(factory, max_retries=cfg.llm_max_retries, json_mode=True)
     return client, {"llm": description, "llm_identity": identity}
 
 

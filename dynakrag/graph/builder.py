@@ -57,12 +57,17 @@ ACTION_FUNCTIONS: dict[str, ActionFn] = {
 RECURSION_LIMIT = 2 * (32 + 3) + 4
 
 
+# Joiners are format characters that words and emoji need (Persian, Indic scripts, 👩‍🔬).
+_KEPT_FORMAT_CHARS = frozenset("\n\t\u200c\u200d")
+
+
 def validate_question(question: object, cfg: Configuration) -> str:
     """The question with control characters removed; UserInputError when unusable."""
     if not isinstance(question, str):
         raise UserInputError("the question must be a string")
     cleaned = "".join(
-        ch if ch in "\n\t" or unicodedata.category(ch)[0] != "C" else " " for ch in question
+        ch if ch in _KEPT_FORMAT_CHARS or unicodedata.category(ch)[0] != "C" else " "
+        for ch in question
     )
     cleaned = " ".join(cleaned.split())
     if not cleaned:
@@ -128,10 +133,9 @@ def build_graph(
         if chat_model is not None:
             llm = LLMClient(chat_model, max_retries=base.llm_max_retries)
         else:
-            from dynakrag.llm.factory import chat_model_from_config
+            from dynakrag.llm.factory import llm_client_from_config
 
-            # The OpenAI client retries failed requests itself (llm_max_retries): no second layer.
-            llm = LLMClient(lambda: chat_model_from_config(base), max_retries=0)
+            llm = llm_client_from_config(base)
     if searcher is None:
         from dynakrag.eval.demo import demo_searcher
 

@@ -89,6 +89,11 @@ class LLMClient:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.json_retries = json_retries
+        # Health counters, so a caller can tell "the model said nothing useful" from "the
+        # model could never be reached".
+        self.replies = 0
+        self.failed_requests = 0
+        self.last_error: str | None = None
         self._json_mode = json_mode
 
     @property
@@ -134,16 +139,24 @@ class LLMClient:
                 reply = runnable.invoke(list(messages))
             except Exception as exc:  # any backend fault: timeout, refused, 429, 5xx
                 usage += Usage(1, estimate_tokens(prompt_text), 0)
+                self.failed_requests += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
                 logger.warning("LLM request failed (attempt %d): %s", attempt + 1, exc)
                 if attempt < self.max_retries:
                     time.sleep(self.backoff_s * (2**attempt))
                 continue
             text = _content_text(reply)
             usage += _usage_of(reply, prompt_text, text)
+            self.replies += 1
             if text.strip():
                 return text.strip(), usage
             logger.warning("LLM returned an empty completion (attempt %d)", attempt + 1)
         return None, usage
+
+    @property
+    def unreachable(self) -> bool:
+        """True when every request so far failed (and there was at least one)."""
+        return self.failed_requests > 0 and self.replies == 0
 
 
 def _content_text(reply: Any) -> str:

@@ -11,6 +11,7 @@ import os
 from langchain_core.language_models import BaseChatModel
 
 from dynakrag.configuration import Configuration
+from dynakrag.llm.client import LLMClient
 
 
 def describe_backend(cfg: Configuration) -> str:
@@ -23,7 +24,11 @@ def describe_backend(cfg: Configuration) -> str:
 
 
 def chat_model_from_config(cfg: Configuration) -> BaseChatModel:
-    """The configured chat model, at temperature 0."""
+    """The configured chat model, at temperature 0.
+
+    Its own request retries are off: ``LLMClient`` retries with a bounded backoff (the OpenAI
+    client would honour a server's Retry-After of up to a minute per retry).
+    """
     from langchain_openai import ChatOpenAI
 
     if cfg.llm_base_url or os.environ.get("OPENAI_API_KEY"):
@@ -33,7 +38,7 @@ def chat_model_from_config(cfg: Configuration) -> BaseChatModel:
             model=cfg.llm_model,
             temperature=0,
             timeout=cfg.llm_timeout_s,
-            max_retries=cfg.llm_max_retries,
+            max_retries=0,
             # Servers such as llama.cpp ignore max_completion_tokens; max_tokens works everywhere.
             extra_body={"max_tokens": cfg.llm_max_tokens},
         )
@@ -43,5 +48,11 @@ def chat_model_from_config(cfg: Configuration) -> BaseChatModel:
         cfg.cache_dir,
         max_tokens=cfg.llm_max_tokens,
         timeout=cfg.llm_timeout_s,
-        max_retries=cfg.llm_max_retries,
+        max_retries=0,
     )
+
+
+def llm_client_from_config(cfg: Configuration) -> LLMClient:
+    """An LLMClient over the configured chat model, created on the first request (so the
+    embedded server starts only when a model is needed)."""
+    return LLMClient(lambda: chat_model_from_config(cfg), max_retries=cfg.llm_max_retries)

@@ -85,6 +85,8 @@ def _load_jsonl(path: Path) -> list[Passage]:
             row: Any = json.loads(line)
         except json.JSONDecodeError as exc:
             raise CorpusError(f"malformed JSON in {where}: {exc.msg}") from exc
+        except RecursionError:  # absurdly deep nesting: malformed, not a crash
+            raise CorpusError(f"malformed JSON in {where}: nested too deeply") from None
         if not isinstance(row, dict):
             raise CorpusError(f"{where}: expected a JSON object, got {type(row).__name__}")
         if "text" not in row:

@@ -259,7 +259,7 @@ class DenseIndex(ProvenanceMixin):
     def _read_manifest(root: Path) -> dict[str, Any]:
         try:
             manifest = json.loads((root / MANIFEST_FILE).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise CorpusError(f"cannot read {root / MANIFEST_FILE}: {exc}") from exc
         if not isinstance(manifest, dict):
             raise CorpusError(f"{root / MANIFEST_FILE} is not a JSON object")
@@ -277,6 +277,12 @@ class DenseIndex(ProvenanceMixin):
                 continue
             try:
                 passages.append(Passage.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            except (
+                json.JSONDecodeError,
+                KeyError,
+                TypeError,
+                AttributeError,
+                RecursionError,
+            ) as exc:
                 raise CorpusError(f"malformed passage in {path} line {lineno}: {exc}") from exc
         return passages

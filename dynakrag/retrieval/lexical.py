@@ -233,7 +233,7 @@ class BM25Index(ProvenanceMixin):
             raise CorpusError(f"no BM25 index at {root} (missing {MANIFEST_FILE})")
         try:
             manifest = json.loads((root / MANIFEST_FILE).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise CorpusError(f"cannot read {root / MANIFEST_FILE}: {exc}") from exc
         if not isinstance(manifest, dict) or manifest.get("kind") != "bm25":
             raise CorpusError(f"{root / MANIFEST_FILE} is not a BM25 index manifest")

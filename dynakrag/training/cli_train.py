@@ -94,10 +94,9 @@ def add_train_parsers(subparsers: Any) -> None:
 
 def make_llm(cfg: Configuration) -> Any:
     """The configured generator as an LLMClient (created on first use)."""
-    from dynakrag.llm.client import LLMClient
-    from dynakrag.llm.factory import chat_model_from_config
+    from dynakrag.llm.factory import llm_client_from_config
 
-    return LLMClient(lambda: chat_model_from_config(cfg), max_retries=0)
+    return llm_client_from_config(cfg)
 
 
 def run_collect(args: argparse.Namespace) -> int:

@@ -525,8 +525,9 @@ def test_stop_answer_answers_from_the_evidence() -> None:
     assert update["evidence"] == state["evidence"]
     assert searcher.calls == []
     prompt = str(recorder.calls[0][-1].content)
-    assert prompt.count("<passage ") == 2
-    assert "Kestrel Labs" in prompt.split("Facts found in the passages:")[1]
+    # Two evidence passages, then the verified sub-answers as one more data block.
+    assert prompt.count("<passage ") == 3
+    assert "Kestrel Labs" in prompt.split(f'title="{prompts.FACTS_TITLE}"')[1]
 
 
 def test_stop_answer_without_evidence_does_not_call_the_model() -> None:

@@ -1,0 +1,204 @@
+"""Crash safety: a trajectory log survives SIGKILL mid-write, and damaged indexes are refused.
+
+Index validation itself (format_version mismatch, corrupt / truncated FAISS file, hash and
+count mismatches, missing files, other embedding model) is covered case by case in
+tests/unit/test_dense_index.py; only new cases are here.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from dynakrag.errors import CorpusError
+from dynakrag.graph.state import ACTIONS
+from dynakrag.retrieval import dense
+from dynakrag.retrieval.dense import DenseIndex
+from dynakrag.retrieval.passage import Passage
+from dynakrag.training import list_threads, read_transitions
+from tests.reliability.conftest import Recorder
+from tests.reliability.support import REPO_ROOT, clean_env
+
+KILLS = 3
+START_TIMEOUT_S = 60.0
+
+
+def _checkpoints(path: Path) -> int:
+    """Checkpoints written so far, read through a separate read-only connection."""
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1)) as conn:
+            return int(conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0])
+    except sqlite3.Error:
+        return 0  # not created yet, or busy
+
+
+def _run_and_kill(log: Path, tag: str, target: int, rng: random.Random) -> int:
+    """Start a worker logging to ``log``; SIGKILL it once ``target`` checkpoints exist."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tests.reliability.crash_worker", str(log), tag],
+        cwd=REPO_ROOT,
+        env=clean_env(PYTHONPATH=str(REPO_ROOT)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while _checkpoints(log) < target:
+            if worker.poll() is not None:
+                pytest.fail(f"worker exited early: {worker.stderr.read().decode()[-2000:]}")
+            assert time.monotonic() < deadline, "the worker wrote too few checkpoints"
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0, 0.05))  # land anywhere in a run, mid-write or not
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert worker.returncode == -signal.SIGKILL
+    runs = worker.stdout.read().decode().split() if worker.stdout else []
+    return len(runs)
+
+
+def _check_transitions(transitions: list[Any]) -> tuple[int, int]:
+    """Every transition is whole and consistent; returns (threads, complete runs)."""
+    by_thread: dict[str, list[Any]] = {}
+    for transition in transitions:
+        by_thread.setdefault(transition.thread_id, []).append(transition)
+    complete = 0
+    for thread, items in by_thread.items():
+        previous = None
+        for item in items:
+            assert item.action in ACTIONS, (thread, item.action)
+            state, nxt = item.state, item.next_state
+            trace, next_trace = state.get("trace", []), nxt.get("trace", [])
+            # The next state is this state plus exactly this action's step.
+            assert next_trace[: len(trace)] == trace, thread
+            assert len(next_trace) == len(trace) + 1, thread
+            assert next_trace[-1]["action"] == item.action, thread
+            assert nxt["question"] == state["question"]
+            if not (
+                item.action == "stop_answer"
+                and trace[-1:]
+                and trace[-1]["action"] == "compress_answer_evidence"
+            ):
+                assert state["next_action"] == item.action, thread
+            if previous is not None:
+                assert previous.next_state == state, thread
+                assert previous.step < item.step
+            previous = item
+        if items[-1].action == "stop_answer":
+            assert items[-1].next_state["answer"], thread
+            assert items[0].action == "retrieve_more", thread
+            complete += 1
+    return len(by_thread), complete
+
+
+def test_trajectory_log_survives_sigkill(tmp_path: Path, reliability: Recorder) -> None:
+    log = tmp_path / "runs.sqlite"
+    rng = random.Random(5)
+    finished = 0
+    target = 0
+    for kill in range(KILLS):
+        # Each worker appends to the log the previous one was killed writing (WAL recovery).
+        target = _checkpoints(log) + rng.randint(40, 120)
+        finished += _run_and_kill(log, f"p{kill}", target, rng)
+    with closing(sqlite3.connect(log)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+    threads = list_threads(log)
+    transitions = read_transitions(log)
+    n_threads, complete = _check_transitions(transitions)
+    # A thread whose first action never completed has checkpoints but no transition.
+    assert len(threads) - KILLS <= n_threads <= len(threads)
+    # Every worker's reported run is complete in the log (it printed after invoke returned).
+    assert complete >= finished
+    assert {t.split("-")[0] for t in threads} == {f"p{k}" for k in range(KILLS)}
+    with closing(sqlite3.connect(log)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    reliability(
+        "SIGKILL of a process logging runs to a trajectory log (3 kills, same file)",
+        KILLS,
+        f"integrity_check ok, journal_mode wal; {len(transitions)} transitions of "
+        f"{len(threads)} threads read back whole ({complete} complete runs, "
+        f"{len(threads) - complete} cut short by the kill)",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Dense index: new damage cases (the rest: tests/unit/test_dense_index.py)
+# --------------------------------------------------------------------------------------------
+
+PASSAGES = [Passage(id=f"p{i}", title=f"T{i}", text=f"text number {i}") for i in range(6)]
+
+
+class Killed(BaseException):
+    """Stands for the process dying: nothing after it runs."""
+
+
+def _index(passages: list[Passage]) -> DenseIndex:
+    return DenseIndex.build(passages, DeterministicFakeEmbedding(size=16), progress=False)
+
+
+def test_interrupted_resave_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reliability: Recorder
+) -> None:
+    """A save that dies between files (new passages, old manifest) never loads as valid."""
+    directory = _index(PASSAGES).save(tmp_path / "idx")
+    real_write = dense._write_atomic
+    messages = []
+    for survive in (1, 2):  # die after writing the passages, or after passages + index
+        written: list[Path] = []
+
+        def dying_write(
+            path: Path, data: bytes, written: list[Path] = written, survive: int = survive
+        ) -> None:
+            if len(written) == survive:
+                raise Killed("killed mid-save")
+            written.append(path)
+            real_write(path, data)
+
+        monkeypatch.setattr(dense, "_write_atomic", dying_write)
+        with pytest.raises(Killed):
+            _index([*PASSAGES, Passage(id="new", title="N", text="new text")]).save(directory)
+        monkeypatch.setattr(dense, "_write_atomic", real_write)
+        with pytest.raises(CorpusError) as info:
+            DenseIndex.load(directory, DeterministicFakeEmbedding(size=16))
+        assert "manifest" in str(info.value) or "count" in str(info.value), info.value
+        messages.append(str(info.value))
+        _index(PASSAGES).save(directory)  # a complete save repairs it
+        assert len(DenseIndex.load(directory, DeterministicFakeEmbedding(size=16))) == 6
+    reliability(
+        "dense index re-save interrupted between files",
+        len(messages),
+        "CorpusError (hash/count mismatch) every time; a complete save repairs it",
+    )
+
+
+@pytest.mark.parametrize("which", ["manifest", "passages"])
+def test_deeply_nested_json_in_an_index_is_a_corpus_error(tmp_path: Path, which: str) -> None:
+    import hashlib
+    import json
+
+    directory = _index(PASSAGES).save(tmp_path / "idx")
+    deep = "[" * 100_000 + "]" * 100_000
+    if which == "manifest":
+        (directory / "manifest.json").write_text(deep)
+    else:
+        (directory / "passages.jsonl").write_text('{"id": ' + deep + "}\n")
+        manifest = json.loads((directory / "manifest.json").read_text())
+        data = (directory / "passages.jsonl").read_bytes()
+        manifest["passages_sha256"] = hashlib.sha256(data).hexdigest()
+        (directory / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CorpusError):
+        DenseIndex.load(directory, DeterministicFakeEmbedding(size=16))
