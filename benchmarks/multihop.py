@@ -147,21 +147,39 @@ def qa_part(
             for method in methods:
                 out = RESULTS / "qa" / f"{dataset}-{setting}-{method}-{retriever}.json"
                 print(f"[qa] {dataset} {setting} {method} -> {out}", file=sys.stderr)
-                results.append(
-                    evaluate(
-                        dataset,
-                        "eval",
-                        setting,
-                        method,
-                        retriever=retriever,
-                        limit=limit,
-                        seed=seed,
-                        out=out,
-                        cfg=cfg,
-                        progress=True,
-                    )
+                result = evaluate(
+                    dataset,
+                    "eval",
+                    setting,
+                    method,
+                    retriever=retriever,
+                    limit=limit,
+                    seed=seed,
+                    out=out,
+                    cfg=cfg,
+                    progress=True,
                 )
+                check_support_recall(result, dataset)
+                results.append(result)
     return results
+
+
+def check_support_recall(result: dict[str, Any], dataset: str) -> None:
+    """Recompute SR from each question's evidence and the gold data loaded afresh."""
+    gold = {
+        str(ex.row if dataset.startswith("dsrag") else ex.id): ex.gold_sets
+        for ex in load_examples(dataset, "eval")
+    }
+    recomputed = statistics.fmean(
+        support_recall([doc["id"] for doc in q["evidence"]], gold[str(q["id"])])
+        for q in result["questions"]
+    )
+    reported = result["summary"]["support_recall"]
+    if abs(recomputed - reported) > 1e-9:
+        raise AssertionError(f"{dataset}: reported SR {reported} != recomputed {recomputed}")
+    print(
+        f"[qa] support recall recomputed from evidence: {recomputed:.4f} (agrees)", file=sys.stderr
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=5, help="eval questions per QA run")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--name", default=None, help="name of the result files (default: part)")
     args = parser.parse_args(argv)
     np.random.seed(args.seed)
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -192,14 +211,15 @@ def main(argv: list[str] | None = None) -> int:
             args.seed,
         )
         summary = [{"meta": r["meta"], "summary": r["summary"]} for r in results]
-        (RESULTS / "qa.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        name = args.name or "qa"
+        (RESULTS / f"{name}.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         sections.append(
             f"## QA (first {args.limit} eval questions, {args.retriever} retrieval)\n\n"
             + compare_table(results)
         )
     text = "\n".join(sections)
     print(text)
-    (RESULTS / f"multihop-{args.part}.md").write_text(text)
+    (RESULTS / f"multihop-{args.name or args.part}.md").write_text(text)
     return 0
 
 

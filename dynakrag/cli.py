@@ -30,7 +30,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
     try:
         value = int(text)
     except ValueError:
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--max-steps", type=_positive_int, help="control steps before answering")
+    parser.add_argument("--max-steps", type=positive_int, help="control steps before answering")
     parser.add_argument("--policy", help="'heuristic', 'uniform' or a trained policy file")
     parser.add_argument("--quiet", action="store_true", help="print only the answer")
 

@@ -12,22 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dynakrag.cli import positive_int
 from dynakrag.errors import UserInputError
 from dynakrag.eval.datasets import DATASETS
 from dynakrag.eval.methods import METHODS
 from dynakrag.eval.runner import RETRIEVERS, SETTINGS
 
 __all__ = ["add_eval_parser", "run_eval"]
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -48,7 +39,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--method", required=True, choices=tuple(METHODS))
     parser.add_argument("--retriever", default="dense", choices=RETRIEVERS, help="default: dense")
-    parser.add_argument("--limit", type=_positive_int, help="the first N questions only")
+    parser.add_argument("--limit", type=positive_int, help="the first N questions only")
     parser.add_argument("--seed", type=int, help="default: the configuration's seed")
     parser.add_argument(
         "--no-answer",
@@ -56,7 +47,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="skip the final answer step (control and retrieval metrics only)",
     )
     parser.add_argument("--policy", help="dynakrag only: 'heuristic' or 'uniform'")
-    parser.add_argument("--k", type=_positive_int, help="naive only: passages retrieved (5)")
+    parser.add_argument("--k", type=positive_int, help="naive only: passages retrieved (5)")
     parser.add_argument("--no-cache", action="store_true", help="do not use the LLM disk cache")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--out", type=Path, required=True, help="where to write the JSON")

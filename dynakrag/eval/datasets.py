@@ -275,6 +275,16 @@ def _raw_rows(path: Path) -> list[Any]:
     return out
 
 
+# What a malformed row can raise while it is parsed.
+_ROW_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError)
+
+
+def _malformed_row(exc: Exception, index: int, path: Path) -> CorpusError:
+    """The error naming the file and row that could not be parsed."""
+    what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+    return CorpusError(f"malformed row {index} of {path}: {what}")
+
+
 def _norm_space(text: str) -> str:
     return " ".join(text.split())
 
@@ -497,16 +507,8 @@ def _parsed_file(
             if not isinstance(row, dict):
                 raise TypeError(f"expected a JSON object, got {type(row).__name__}")
             example = _row_parser(row, dataset)(row, index, dataset)
-        except (
-            KeyError,
-            TypeError,
-            ValueError,
-            IndexError,
-            AttributeError,
-            ArithmeticError,
-        ) as exc:
-            what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise CorpusError(f"malformed row {index} of {path}: {what}") from exc
+        except _ROW_ERRORS as exc:
+            raise _malformed_row(exc, index, path) from exc
         if example is not None:
             example = replace(example, meta={**example.meta, "source": source})
         out.append(example)
@@ -744,16 +746,8 @@ def _parse_dsrag_file(path: Path, dataset: str, source: str) -> tuple[QAExample 
                     meta=meta,
                 )
             )
-        except (
-            KeyError,
-            TypeError,
-            ValueError,
-            IndexError,
-            AttributeError,
-            ArithmeticError,
-        ) as exc:
-            what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise CorpusError(f"malformed row {index} of {path}: {what}") from exc
+        except _ROW_ERRORS as exc:
+            raise _malformed_row(exc, index, path) from exc
     return tuple(out)
 
 

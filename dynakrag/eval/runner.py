@@ -313,11 +313,11 @@ def summarize_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def git_commit() -> str | None:
-    """``git rev-parse HEAD`` of the repository dynakrag runs from; None when unavailable."""
+def _git(*args: str) -> str | None:
+    """Output of ``git args`` in the repository dynakrag runs from; None when unavailable."""
     try:
         done = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
+            ["git", *args],
             cwd=_REPO_ROOT,
             capture_output=True,
             text=True,
@@ -326,23 +326,18 @@ def git_commit() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_commit() -> str | None:
+    """``git rev-parse HEAD`` of the repository dynakrag runs from; None when unavailable."""
+    commit = (_git("rev-parse", "HEAD") or "").strip()
+    return commit or None
 
 
 def _git_dirty() -> bool | None:
-    try:
-        done = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=_REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(done.stdout.strip()) if done.returncode == 0 else None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return None if status is None else bool(status.strip())
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,22 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dynakrag.cli import positive_int
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
 
 __all__ = ["TRAIN_HANDLERS", "add_train_parsers", "make_llm", "run_collect", "run_train"]
 
 EXIT_OK = 0
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _fraction(text: str) -> float:
@@ -62,7 +53,7 @@ def add_train_parsers(subparsers: Any) -> None:
         "--split", default="train", choices=["train", "eval"], help="only 'train' is allowed"
     )
     collect.add_argument("--out", type=Path, required=True, help="JSONL file to write")
-    collect.add_argument("--limit", type=_positive_int, help="use the first N questions")
+    collect.add_argument("--limit", type=positive_int, help="use the first N questions")
     collect.add_argument(
         "--setting",
         default="distractor",
@@ -74,7 +65,7 @@ def add_train_parsers(subparsers: Any) -> None:
     collect.add_argument(
         "--epsilon", type=_fraction, default=0.3, help="chance of a random valid action"
     )
-    collect.add_argument("--rollouts", type=_positive_int, default=2, help="rollouts a question")
+    collect.add_argument("--rollouts", type=positive_int, default=2, help="rollouts a question")
     collect.add_argument(
         "--no-branch", action="store_true", help="label only the actions the rollouts take"
     )
@@ -85,8 +76,8 @@ def add_train_parsers(subparsers: Any) -> None:
     )
     train.add_argument("--out", type=Path, required=True, help="policy file to write (.npz)")
     train.add_argument("--seed", type=int, default=13, help="forest and split seed")
-    train.add_argument("--n-estimators", type=_positive_int, default=300)
-    train.add_argument("--min-samples-leaf", type=_positive_int, default=8)
+    train.add_argument("--n-estimators", type=positive_int, default=300)
+    train.add_argument("--min-samples-leaf", type=positive_int, default=8)
     train.add_argument("--holdout", type=_fraction, default=0.2, help="held-out questions")
     train.add_argument("--continuation-margin", type=float, default=None)
     train.add_argument("--jobs", type=int, default=None, help="parallel jobs for the forests")
