@@ -244,6 +244,8 @@ def stream_run(graph: Any, question: str, out: TextIO | None) -> dict[str, Any]:
 def format_step(entry: dict[str, Any]) -> str:
     """One printed line per action: the action, the valid set, the scores, what was added."""
     scores = ", ".join(f"{a}={s:.2f}" for a, s in entry.get("scores", {}).items())
+    if not scores:  # a fixed edge (after compression): nothing was scored
+        scores = ", ".join(entry.get("valid_actions", []))
     line = f"[{entry['step']}] {entry['action']}  valid: {{{scores}}}"
     if entry.get("search_query"):
         line += f"\n    query: {entry['search_query']}"

@@ -56,4 +56,9 @@ def compress_answer_evidence(
         details={"kept": [d["id"] for d in kept], "dropped": len(evidence) - len(kept)},
         evidence=kept,
         compressed=True,
+        # The edge to stop_answer is fixed: record that decision rather than a stale one.
+        valid_actions=["stop_answer"],
+        invalid_reasons={},
+        policy_scores={},
+        next_action="stop_answer",
     )

@@ -349,7 +349,11 @@ def test_trained_policy_runs_the_graph_within_budgets(trained: Path) -> None:
             assert actions[-1] == "stop_answer" and final["answer"]
             assert final["steps"] <= cfg.max_steps
             assert final["retrieval_calls"] <= cfg.max_retrieval_calls
-            assert set(final["policy_scores"]) == set(final["valid_actions"])
+            if actions[-2:] == ["compress_answer_evidence", "stop_answer"]:
+                # A fixed edge, not a policy decision: nothing scored.
+                assert final["valid_actions"] == ["stop_answer"] and not final["policy_scores"]
+            else:
+                assert set(final["policy_scores"]) == set(final["valid_actions"])
     # It learned something: it finds at least as much gold support as always stopping early.
     recalls = []
     for example in UNSEEN:
