@@ -21,8 +21,9 @@ recovered from the checkpoint history of each thread (oldest first):
 * ``state``: the graph state (``StateSnapshot.values``) just before the action ran, i.e. after
   the controller chose it: what the controller conditioned on plus its decision
   (``valid_actions``, ``invalid_reasons``, ``policy_scores``, ``next_action == action``).
-  Exception: ``stop_answer`` after ``compress_answer_evidence`` follows by a fixed edge, with
-  no controller step between, so its ``state`` still holds the decision for the compression.
+  ``stop_answer`` after ``compress_answer_evidence`` follows a fixed edge with no controller
+  step between: the compression records that decision itself (``valid_actions ==
+  ["stop_answer"]``, empty ``policy_scores``).
 * ``action``: one of the seven names in ``dynakrag.graph.state.ACTIONS``.
 * ``next_state``: the state at the next decision point, i.e. just before the following action
   ran (after the next controller step), or the final state when the run ended there. So
