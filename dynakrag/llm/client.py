@@ -19,6 +19,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 
+from dynakrag.errors import ModelUnavailableError
+
 logger = logging.getLogger(__name__)
 
 Messages = Sequence[tuple[str, str]]
@@ -137,6 +139,8 @@ class LLMClient:
         for attempt in range(self.max_retries + 1):
             try:
                 reply = runnable.invoke(list(messages))
+            except ModelUnavailableError:
+                raise  # the backend gave up for good (e.g. the embedded server died twice)
             except Exception as exc:  # any backend fault: timeout, refused, 429, 5xx
                 usage += Usage(1, estimate_tokens(prompt_text), 0)
                 self.failed_requests += 1

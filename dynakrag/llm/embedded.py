@@ -28,12 +28,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
+
+import openai
+from langchain_openai import ChatOpenAI
+from pydantic import PrivateAttr
 
 from dynakrag.errors import ModelUnavailableError
-
-if TYPE_CHECKING:
-    from langchain_openai import ChatOpenAI
 
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 MODEL_SIZE = 1_117_320_768
@@ -299,6 +300,9 @@ def find_free_port(host: str = "127.0.0.1") -> int:
 
 def _port_is_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Servers bind with SO_REUSEADDR, so a port whose old connections linger in TIME_WAIT
+        # is free for them: test it the same way.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -634,6 +638,26 @@ def get_embedded_server(cache_dir: Path | None = None) -> EmbeddedServer:
     return server.ensure_running()
 
 
+class _EmbeddedChatOpenAI(ChatOpenAI):
+    """ChatOpenAI bound to an EmbeddedServer it may restart once if the server died."""
+
+    _server: EmbeddedServer | None = PrivateAttr(default=None)
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        try:
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kw)
+        except openai.APIConnectionError:
+            server = self._server
+            if server is None or server.is_alive():
+                raise  # a network fault with a live server: the caller's retries handle it
+            server.ensure_running()  # restarts once; raises ModelUnavailableError after that
+            if server.base_url != self.openai_api_base:
+                raise ModelUnavailableError(
+                    f"the embedded model server restarted on another address ({server.base_url})"
+                ) from None
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kw)
+
+
 def embedded_chat_model(
     cache_dir: Path | None = None,
     max_tokens: int = 256,
@@ -642,14 +666,16 @@ def embedded_chat_model(
 ) -> ChatOpenAI:
     """A ``ChatOpenAI`` talking to the embedded server (started if needed).
 
+    A request that finds the server dead restarts it once; a second death raises
+    :class:`ModelUnavailableError`.
+
     ``max_tokens`` goes through ``extra_body``: llama.cpp ignores ``max_completion_tokens``.
     """
     import httpx
-    from langchain_openai import ChatOpenAI
 
     server = get_embedded_server(cache_dir)
     extra: dict[str, Any] = {"max_tokens": max_tokens}
-    return ChatOpenAI(
+    model = _EmbeddedChatOpenAI(
         base_url=server.base_url,
         api_key="local",
         model=MODEL_ALIAS,
@@ -661,6 +687,8 @@ def embedded_chat_model(
         http_client=httpx.Client(trust_env=False, timeout=timeout),
         http_async_client=httpx.AsyncClient(trust_env=False, timeout=timeout),
     )
+    model._server = server
+    return model
 
 
 def embedded_available() -> bool:

@@ -372,3 +372,48 @@ def test_watchdog_stops_server_when_owner_dies(tmp_path: Path) -> None:
     finally:
         if child.poll() is None:
             child.kill()
+
+
+CHAT_SERVER = FAKE_SERVER.replace(
+    "    def log_message(self, *args):",
+    """    def do_POST(self):
+        length = int(self.headers.get("Content-Length", 0))
+        self.rfile.read(length)
+        body = (
+            b'{"id": "x", "object": "chat.completion", "created": 0, "model": "local", '
+            b'"choices": [{"index": 0, "finish_reason": "stop", '
+            b'"message": {"role": "assistant", "content": "alive"}}]}'
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):""",
+)
+assert "do_POST" in CHAT_SERVER
+
+
+def test_chat_model_restarts_a_dead_server_once_then_fails_clearly(
+    tmp_path: Path, fake_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    factory = fake_factory(CHAT_SERVER)
+
+    def make_server(cache_dir: Path | None = None) -> EmbeddedServer:
+        return EmbeddedServer(cache_dir, command_factory=factory, startup_timeout=20)
+
+    monkeypatch.setattr(embedded, "_singleton", None)
+    monkeypatch.setattr(embedded, "EmbeddedServer", make_server)
+    try:
+        server = embedded.get_embedded_server(tmp_path)
+        llm = embedded.embedded_chat_model(tmp_path, timeout=5.0, max_retries=0)
+        assert llm.invoke("hi").content == "alive"
+        _kill(server)
+        assert llm.invoke("hi").content == "alive"  # restarted once, same address
+        assert server.is_alive()
+        _kill(server)
+        with pytest.raises(ModelUnavailableError, match="died again"):
+            llm.invoke("hi")
+    finally:
+        embedded._stop_singleton()
