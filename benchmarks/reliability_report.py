@@ -322,8 +322,10 @@ def render(
         "- Dense index damage (format_version mismatch, corrupt / truncated FAISS file, hash, "
         "count and dimension mismatches, missing files, another embedding model): "
         "`tests/unit/test_dense_index.py`.",
-        "- Embedded model server lifecycle (health wait, restart once, start-up timeout, port "
-        "taken, watchdog when the owner dies): `tests/unit/test_embedded.py`.",
+        "- Embedded model server lifecycle (health wait, port taken, start-up timeout, a server "
+        "dying mid-run restarted once at the same address then a clear ModelUnavailableError, "
+        "a model file whose hash does not match, concurrent assembly and two servers starting "
+        "at once, watchdog when the owner dies): `tests/unit/test_embedded.py`.",
         "- Empty / over-long questions and usage errors of the CLI: `tests/unit/test_cli.py`.",
         "",
     ]
