@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping, Sequence
 
 from langchain_core.messages import BaseMessage
@@ -81,3 +82,27 @@ def _main_question(text: str) -> str:
 def demo_chat_model(answers: Mapping[str, str], hops=None) -> ScriptedChatModel:
     """A ScriptedChatModel over ``demo_responder``."""
     return ScriptedChatModel(respond=demo_responder(answers, hops))
+
+
+def chat_completion_body(text: str, *, model: str, number: int, prompt_tokens: int) -> dict:
+    """An OpenAI chat-completion response body, as fake model servers send it."""
+    completion_tokens = len(text) // 4 + 1
+    return {
+        "id": f"chatcmpl-fake-{number}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }

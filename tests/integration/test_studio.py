@@ -31,7 +31,7 @@ import pytest
 from dynakrag import prompts
 from dynakrag.eval.demo_corpus import DemoQuestion, generate_demo_corpus
 from dynakrag.graph.state import ACTIONS
-from tests.fakes import demo_responder
+from tests.fakes import chat_completion_body, demo_responder
 
 pytestmark = pytest.mark.slow
 
@@ -87,25 +87,12 @@ class _ChatHandler(BaseHTTPRequestHandler):
         prompt_tokens = sum(len(m.content) for m in messages) // 4
         self._send(
             200,
-            {
-                "id": f"chatcmpl-fake-{self.server.requests}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "fake"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
-                        "logprobs": None,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": len(text) // 4 + 1,
-                    "total_tokens": prompt_tokens + len(text) // 4 + 1,
-                },
-            },
+            chat_completion_body(
+                text,
+                model=body.get("model", "fake"),
+                number=self.server.requests,
+                prompt_tokens=prompt_tokens,
+            ),
         )
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:

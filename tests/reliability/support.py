@@ -12,7 +12,6 @@ import os
 import random
 import socket
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from dynakrag.eval.demo import demo_passages
 from dynakrag.eval.demo_corpus import DemoCorpus, generate_demo_corpus
 from dynakrag.graph.builder import build_graph
 from dynakrag.llm.fake import ScriptedChatModel
-from tests.fakes import KeywordSearcher, demo_chat_model, demo_responder
+from tests.fakes import KeywordSearcher, chat_completion_body, demo_chat_model, demo_responder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_SEED = 7
@@ -332,25 +331,12 @@ class _ChatHandler(BaseHTTPRequestHandler):
         prompt_tokens = sum(len(m.content) for m in messages) // 4
         self._send(
             200,
-            {
-                "id": f"chatcmpl-fake-{self.server.requests}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "fake"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
-                        "logprobs": None,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": len(text) // 4 + 1,
-                    "total_tokens": prompt_tokens + len(text) // 4 + 1,
-                },
-            },
+            chat_completion_body(
+                text,
+                model=body.get("model", "fake"),
+                number=self.server.requests,
+                prompt_tokens=prompt_tokens,
+            ),
         )
 
     def _send(self, status: int, payload: dict[str, Any], headers: Mapping[str, str] = {}) -> None:
