@@ -1,5 +1,11 @@
 """``dynakrag eval``: run one method over a benchmark split and write JSON, markdown and plots.
 
+Controller comparisons are one method, ``dynakrag``, with a different ``--policy``:
+``heuristic`` (default), ``uniform`` (random among valid actions), ``fixed`` (hand-written
+schedule), ``oracle`` (gold-aware look-ahead: an upper bound that reads the gold support, for
+evaluation only) or a trained policy file. ``--ablate sufficiency|compression|continuation``
+(repeatable) switches parts of the method off (see :data:`dynakrag.eval.methods.ABLATIONS`).
+
 Wired into :mod:`dynakrag.cli` with :func:`add_eval_parser` (the parser) and :func:`run_eval`
 (the handler). User errors (missing data, bad options) raise :class:`UserInputError`
 subclasses, which the CLI reports in one line with exit code 2.
@@ -15,7 +21,7 @@ from typing import Any
 from dynakrag.cli import positive_int
 from dynakrag.errors import UserInputError
 from dynakrag.eval.datasets import DATASETS
-from dynakrag.eval.methods import METHODS
+from dynakrag.eval.methods import ABLATIONS, METHODS, ORACLE, get_method
 from dynakrag.eval.runner import RETRIEVERS, SETTINGS
 
 __all__ = ["add_eval_parser", "run_eval"]
@@ -46,7 +52,27 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="skip the final answer step (control and retrieval metrics only)",
     )
-    parser.add_argument("--policy", help="dynakrag only: 'heuristic' or 'uniform'")
+    parser.add_argument(
+        "--policy",
+        metavar="POLICY",
+        help="dynakrag only: heuristic (default), uniform (random valid action), fixed "
+        "(hand-written schedule), oracle (gold-aware upper bound, evaluation only) or a "
+        "trained policy file (.npz)",
+    )
+    parser.add_argument(
+        "--ablate",
+        action="append",
+        choices=tuple(ABLATIONS),
+        default=[],
+        help="dynakrag only, repeatable: sufficiency (no sufficiency_check), compression "
+        "(final compression passes evidence through), continuation (learned policy's "
+        "continuation guard off; needs a policy file)",
+    )
+    parser.add_argument(
+        "--oracle-horizon",
+        type=positive_int,
+        help="--policy oracle only: actions it looks ahead (default 2)",
+    )
     parser.add_argument("--k", type=positive_int, help="naive only: passages retrieved (5)")
     parser.add_argument("--no-cache", action="store_true", help="do not use the LLM disk cache")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -59,24 +85,30 @@ def run_eval(args: argparse.Namespace) -> int:
     from dynakrag.configuration import Configuration
     from dynakrag.eval.report import compare_table, report_paths
     from dynakrag.eval.runner import evaluate
-    from dynakrag.policy.registry import resolve_policy
 
-    if args.policy is not None and args.method != "dynakrag":
-        raise UserInputError("--policy applies to --method dynakrag only")
+    for flag, value in (("--policy", args.policy), ("--ablate", args.ablate)):
+        if value and args.method != "dynakrag":
+            raise UserInputError(f"{flag} applies to --method dynakrag only")
     if args.k is not None and args.method != "naive":
         raise UserInputError("--k applies to --method naive only")
-    cfg = Configuration.from_env(policy=args.policy)
+    if args.oracle_horizon is not None and args.policy != ORACLE:
+        raise UserInputError("--oracle-horizon applies to --policy oracle only")
+    # The oracle is not a configured policy (resolve_policy refuses it): pass it to the method.
+    cfg = Configuration.from_env(policy=None if args.policy == ORACLE else args.policy)
     options: dict[str, Any] = {}
     if args.method == "dynakrag":
-        resolve_policy(cfg.policy)  # a bad name fails before any data or model loads
-        options["policy"] = cfg.policy
+        options["policy"] = args.policy if args.policy == ORACLE else cfg.policy
+        options["ablate"] = args.ablate
+        options["oracle_horizon"] = args.oracle_horizon
     if args.k is not None:
         options["k"] = args.k
+    # Built now so a bad policy or ablation fails before any data or model loads.
+    method = get_method(args.method, no_answer=args.no_answer, **options)
     result = evaluate(
         args.dataset,
         args.split,
         args.setting,
-        args.method,
+        method,
         retriever=args.retriever,
         limit=args.limit,
         seed=args.seed,
@@ -84,7 +116,6 @@ def run_eval(args: argparse.Namespace) -> int:
         out=args.out,
         cfg=cfg,
         progress=not args.quiet,
-        method_options=options,
         cache=not args.no_cache,
     )
     print(compare_table([result]), end="")

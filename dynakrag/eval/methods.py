@@ -2,7 +2,9 @@
 
 A method answers one question with a searcher and an :class:`~dynakrag.llm.client.LLMClient`
 and reports what it did: ``Method.run(question, searcher, llm, cfg) -> MethodResult``. A new
-baseline is one new subclass registered in :data:`METHODS`.
+baseline is one new subclass registered in :data:`METHODS`. Methods never see gold data; the
+one exception is a gold-aware upper bound (``Method.needs_gold``), whose ``run`` also gets
+``gold=`` from the runner.
 
 ``naive``
     One retrieval of the top ``k`` passages (default 5) for the question, then the answer.
@@ -27,7 +29,14 @@ baseline is one new subclass registered in :data:`METHODS`.
     final answer sees all evidence plus the validated sub-answers.
 ``dynakrag``
     The DynaKRAG graph with the configured (or given) policy; evidence, trace and accounting
-    come from the final state.
+    come from the final state. ``policy`` is any policy name or file (``heuristic``,
+    ``uniform``, ``fixed``, a trained ``.npz``) or ``"oracle"``: the gold-aware upper bound
+    (:class:`~dynakrag.policy.baselines.OraclePolicy`), built per question from the gold the
+    runner passes (``needs_gold``) and refused without it. ``ablate`` switches parts off
+    (:data:`ABLATIONS`): ``sufficiency`` (``sufficiency_check`` taken out of the valid set the
+    policy ranks), ``compression`` (``compress_answer_evidence`` passes the evidence through:
+    ``compression="passthrough"``), ``continuation`` (the learned policy's continuation guard
+    off; needs a learned policy).
 
 ``no_answer``
     Every method can skip its final answer step (retrieval and control metrics only). The
@@ -57,7 +66,9 @@ from dynakrag.policy.base import Policy
 from dynakrag.retrieval.base import Searcher
 
 __all__ = [
+    "ABLATIONS",
     "METHODS",
+    "ORACLE",
     "AnswerlessLLM",
     "DecomposeMethod",
     "DynakragMethod",
@@ -95,6 +106,14 @@ class Method(ABC):
 
     def __init__(self, *, no_answer: bool = False) -> None:
         self.no_answer = no_answer
+
+    @property
+    def needs_gold(self) -> bool:
+        """Whether ``run`` takes ``gold=`` (gold-aware upper bounds only, never a real method).
+
+        The runner then passes ``gold=example.gold_sets``; every other method never sees gold.
+        """
+        return False
 
     @abstractmethod
     def run(
@@ -520,14 +539,48 @@ class AnswerlessLLM(LLMClient):
         return self.inner.json(messages)
 
 
+ORACLE = "oracle"
+ABLATIONS: dict[str, str] = {
+    "sufficiency": "sufficiency_check removed from the valid set the policy ranks",
+    "compression": "compress_answer_evidence passes the evidence through (no compression)",
+    "continuation": "the learned policy's continuation guard switched off",
+}
+"""The ``dynakrag`` method's ablations, by name."""
+
+
 class DynakragMethod(Method):
-    """The DynaKRAG graph (policy: ``policy`` if given, else the configuration's)."""
+    """The DynaKRAG graph (policy: ``policy`` if given, else the configuration's).
+
+    ``ablate``: names from :data:`ABLATIONS`; ``oracle_horizon``: look-ahead of the oracle.
+    """
 
     name = "dynakrag"
 
-    def __init__(self, *, no_answer: bool = False, policy: Policy | str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        no_answer: bool = False,
+        policy: Policy | str | None = None,
+        ablate: Sequence[str] = (),
+        oracle_horizon: int = 2,
+    ) -> None:
         super().__init__(no_answer=no_answer)
         self.policy = policy
+        self.ablate = tuple(dict.fromkeys(ablate))
+        self.oracle_horizon = oracle_horizon
+        unknown = [name for name in self.ablate if name not in ABLATIONS]
+        if unknown:
+            raise UserInputError(
+                f"unknown ablation {unknown[0]!r}; choose from {', '.join(ABLATIONS)}"
+            )
+        if oracle_horizon < 1:
+            raise UserInputError(f"oracle_horizon must be >= 1, got {oracle_horizon}")
+        if policy is not None:
+            self._check_policy(policy)  # a bad policy fails before any data or model loads
+
+    @property
+    def needs_gold(self) -> bool:
+        return self.policy == ORACLE
 
     def options(self) -> dict[str, Any]:
         policy = (
@@ -535,21 +588,90 @@ class DynakragMethod(Method):
             if self.policy is None or isinstance(self.policy, str)
             else (self.policy.name)
         )
-        return {**super().options(), "policy": policy}
+        options: dict[str, Any] = {**super().options(), "policy": policy}
+        if self.ablate:
+            options["ablate"] = list(self.ablate)
+        if self.policy == ORACLE:
+            options["oracle_horizon"] = self.oracle_horizon
+        return options
+
+    def _check_policy(self, spec: Policy | str) -> Policy | None:
+        """The resolved policy (None for the oracle); UserInputError for unusable settings."""
+        from dynakrag.policy.learned import LearnedPolicy
+        from dynakrag.policy.registry import resolve_policy
+
+        resolved = None if spec == ORACLE else resolve_policy(spec)
+        if "continuation" in self.ablate and not isinstance(resolved, LearnedPolicy):
+            raise UserInputError(
+                "the continuation ablation needs a learned policy (a trained .npz file), "
+                f"not {spec if isinstance(spec, str) else spec.name!r}"
+            )
+        return resolved
+
+    def configured(self, cfg: Configuration) -> Configuration:
+        """The run's configuration under the ablations."""
+        if "compression" in self.ablate:
+            return cfg.merged({"compression": "passthrough"})
+        return cfg
+
+    def make_policy(
+        self,
+        cfg: Configuration,
+        searcher: Searcher,
+        llm: LLMClient,
+        gold: Sequence[Any] | None = None,
+    ) -> Policy:
+        """The policy of one question, with the ablations applied."""
+        from dynakrag.actions.common import Resources
+        from dynakrag.policy.baselines import OraclePolicy, WithoutActions
+        from dynakrag.policy.learned import LearnedPolicy
+
+        spec = self.policy if self.policy is not None else cfg.policy
+        removed = {"sufficiency_check"} if "sufficiency" in self.ablate else set()
+        if spec == ORACLE:
+            if not gold:
+                raise UserInputError(
+                    "the oracle policy needs the question's gold support (evaluation only)"
+                )
+            return OraclePolicy(
+                gold, Resources(searcher, llm), horizon=self.oracle_horizon, without=removed
+            )
+        policy = self._check_policy(spec)
+        assert policy is not None
+        if "continuation" in self.ablate and isinstance(policy, LearnedPolicy):
+            policy = policy.with_ablated_continuation()
+        return WithoutActions(policy, removed) if removed else policy
 
     def run(
-        self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
+        self,
+        question: str,
+        searcher: Searcher,
+        llm: LLMClient,
+        cfg: Configuration,
+        *,
+        gold: Sequence[Any] | None = None,
     ) -> MethodResult:
+        """Answer ``question``; ``gold`` is read by the oracle policy only."""
         from dynakrag.graph.builder import build_graph
+        from dynakrag.policy.baselines import OraclePolicy
 
+        cfg = self.configured(cfg)
         client: LLMClient = AnswerlessLLM(llm) if self.no_answer else llm
-        graph = build_graph(searcher, policy=self.policy, configuration=cfg, llm=client)
+        policy = self.make_policy(cfg, searcher, client, gold)
+        graph = build_graph(searcher, policy=policy, configuration=cfg, llm=client)
         final = graph.invoke({"question": question})
         trace = list(final.get("trace", []))
         evidence = [
             {"id": doc["id"], "title": doc.get("title", ""), "text": doc.get("text", "")}
             for doc in final.get("evidence", [])
         ]
+        details: dict[str, Any] = {
+            "sub_questions": list(final.get("sub_questions", [])),
+            "accounting": dict(final.get("accounting", {})),
+            "trace": [_compact_step(entry) for entry in trace],
+        }
+        if isinstance(policy, OraclePolicy):
+            details["oracle"] = policy.stats()  # look-ahead cost, outside the accounting
         return MethodResult(
             prediction="" if self.no_answer else str(final.get("answer", "")),
             evidence=evidence,
@@ -558,11 +680,7 @@ class DynakragMethod(Method):
             llm_calls=int(final.get("llm_calls", 0)),
             prompt_tokens=int(final.get("prompt_tokens", 0)),
             completion_tokens=int(final.get("completion_tokens", 0)),
-            details={
-                "sub_questions": list(final.get("sub_questions", [])),
-                "accounting": dict(final.get("accounting", {})),
-                "trace": [_compact_step(entry) for entry in trace],
-            },
+            details=details,
         )
 
 
@@ -581,6 +699,7 @@ METHODS: dict[str, type[Method]] = {
     DecomposeMethod.name: DecomposeMethod,
     DynakragMethod.name: DynakragMethod,
 }
+"""Methods by name: a new baseline is one more entry (its class's ``name``)."""
 
 
 def get_method(name: str | Method, **options: Any) -> Method:

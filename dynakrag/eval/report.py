@@ -31,13 +31,23 @@ COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("context_f1", "Ctx F1"),
     ("anc", "ANC"),
     ("retrieval_calls", "retr."),
+    ("sr_per_retrieval_call", "SR/retr."),
     ("llm_calls", "LLM"),
     ("prompt_tokens", "prompt tok"),
     ("completion_tokens", "compl. tok"),
     ("latency_s", "latency s"),
 )
 _RATIOS = frozenset(
-    {"support_recall", "em", "f1", "anls", "context_precision", "context_recall", "context_f1"}
+    {
+        "support_recall",
+        "em",
+        "f1",
+        "anls",
+        "context_precision",
+        "context_recall",
+        "context_f1",
+        "sr_per_retrieval_call",
+    }
 )
 
 
@@ -63,10 +73,16 @@ def _cell(text: Any, width: int = 60) -> str:
 
 
 def _label(meta: dict[str, Any]) -> str:
+    """``method (policy, w/o ablations) [no answer]``; a policy file by its name only."""
     label = str(meta.get("method", "?"))
-    policy = (meta.get("method_options") or {}).get("policy")
+    options = meta.get("method_options") or {}
+    parts = []
+    policy = options.get("policy")
     if policy:
-        label += f" ({policy})"
+        parts.append(Path(policy).name if str(policy).endswith(".npz") else str(policy))
+    parts += [f"w/o {name}" for name in options.get("ablate") or ()]
+    if parts:
+        label += f" ({', '.join(parts)})"
     if meta.get("no_answer"):
         label += " [no answer]"
     return label

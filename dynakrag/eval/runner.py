@@ -22,11 +22,16 @@ Output (also written to ``out`` as JSON, with ``<out>.md`` and ``<out>.png`` bes
     ``support_recall``, ``em``, ``f1``, ``context_precision``, ``context_recall``,
     ``context_f1``, ``anc`` (mean number of evidence passages), ``anls``, ``retrieval_calls``,
     ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``latency_s`` (answer metrics are
-    None with ``no_answer``), plus ``n``. ``questions``: one record per question. ``latency_s``
-    is the wall time of ``Method.run``; building indexes is not in it (``meta["index_build_s"]``).
+    None with ``no_answer``), plus ``n`` and ``sr_per_retrieval_call``: mean support recall
+    divided by mean retrieval calls (a ratio of the two means, not a mean of per-question
+    ratios, so questions with zero calls are well defined; None when no retrieval was made).
+    ``questions``: one record per question. ``latency_s`` is the wall time of ``Method.run``;
+    building indexes is not in it (``meta["index_build_s"]``).
 
 Gold evidence is ``QAExample.gold_sets`` (DS-RAG: one group of interchangeable chunks per gold
-sentence); methods never see it.
+sentence); methods never see it, except a gold-aware upper bound (``Method.needs_gold``: the
+``oracle`` policy of the ``dynakrag`` method), which gets it as ``run(..., gold=...)`` and is
+marked ``meta["gold_aware"]``.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
 
 __all__ = [
+    "DERIVED_KEYS",
     "RETRIEVERS",
     "SETTINGS",
     "SUMMARY_KEYS",
@@ -88,6 +94,8 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "completion_tokens",
     "latency_s",
 )
+DERIVED_KEYS: tuple[str, ...] = ("sr_per_retrieval_call",)
+"""Summary entries computed from the means (see the module docstring)."""
 ANSWER_KEYS: frozenset[str] = frozenset({"em", "f1", "anls"})
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -303,12 +311,15 @@ def question_record(
 
 def summarize_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per-question averages of :data:`SUMMARY_KEYS` (``anc`` = mean ``num_chunks``); a key
-    with no numeric value (answer metrics under ``no_answer``) is None. Adds ``n``."""
+    with no numeric value (answer metrics under ``no_answer``) is None. Adds ``n`` and
+    ``sr_per_retrieval_call`` = mean SR / mean retrieval calls (None without retrievals)."""
     summary: dict[str, Any] = {}
     for key in SUMMARY_KEYS:
         source = "num_chunks" if key == "anc" else key
         values = [r[source] for r in records if isinstance(r.get(source), int | float)]
         summary[key] = sum(values) / len(values) if values else None
+    recall, calls = summary["support_recall"], summary["retrieval_calls"]
+    summary["sr_per_retrieval_call"] = recall / calls if recall is not None and calls else None
     summary["n"] = len(records)
     return summary
 
@@ -454,8 +465,10 @@ def evaluate(
                 tick = time.perf_counter()
                 searcher = build_searcher(example.passages, retriever, memo)
                 index_s += time.perf_counter() - tick
+            # Only a gold-aware upper bound (the oracle) is handed the gold; see needs_gold.
+            gold: dict[str, Any] = {"gold": example.gold_sets} if runner.needs_gold else {}
             tick = time.perf_counter()
-            result = runner.run(example.question, searcher, llm, cfg)
+            result = runner.run(example.question, searcher, llm, cfg, **gold)
             latency = time.perf_counter() - tick
             records.append(question_record(example, result, latency, no_answer=no_answer))
         cache_stats: dict[str, Any] = {"enabled": False}
@@ -475,6 +488,7 @@ def evaluate(
         "limit": limit,
         "seed": seed,
         "no_answer": no_answer,
+        "gold_aware": runner.needs_gold,
         "n_questions": len(records),
         "corpus_size": corpus_size,
         "models": models,

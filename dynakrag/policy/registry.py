@@ -6,13 +6,17 @@ from pathlib import Path
 
 from dynakrag.errors import ConfigurationError
 from dynakrag.policy.base import Policy
+from dynakrag.policy.baselines import FixedSchedulePolicy
 from dynakrag.policy.heuristic import HeuristicPolicy
 from dynakrag.policy.uniform import UniformPolicy
 
 BUILTIN_POLICIES: dict[str, type[Policy]] = {
     "heuristic": HeuristicPolicy,
     "uniform": UniformPolicy,
+    "fixed": FixedSchedulePolicy,
 }
+GOLD_POLICIES: frozenset[str] = frozenset({"oracle"})
+"""Policies that read gold labels: built per question by the evaluation, never by name here."""
 
 
 def resolve_policy(spec: str | Policy) -> Policy:
@@ -21,6 +25,11 @@ def resolve_policy(spec: str | Policy) -> Policy:
         return spec
     if spec in BUILTIN_POLICIES:
         return BUILTIN_POLICIES[spec]()
+    if spec in GOLD_POLICIES:
+        raise ConfigurationError(
+            f"policy {spec!r} reads the gold support, so it runs only in an evaluation: "
+            f"dynakrag eval --method dynakrag --policy {spec}"
+        )
     if Path(spec).exists():
         from dynakrag.policy.learned import load_policy_file
 

@@ -17,6 +17,11 @@ pytestmark = pytest.mark.slow
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 NEEDS_DATA = {"evaluation"}  # notebooks that read the benchmark samples
+EXPECTED_NOTEBOOKS = {"quickstart", "evaluation", "train_policy"}
+PRINTS: dict[str, tuple[str, ...]] = {
+    # What a notebook must show besides an answer (its point, not just that it ran).
+    "train_policy": ("labelled (state, action) records", "held-out R²", "| retrained |"),
+}
 PROBE = "import sys\nprint('KERNEL_PREFIX=' + sys.prefix)"
 
 
@@ -43,6 +48,7 @@ def kernel_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 def test_there_are_notebooks() -> None:
     assert NOTEBOOKS, "no notebooks under notebooks/"
+    assert {p.stem for p in NOTEBOOKS} >= EXPECTED_NOTEBOOKS
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -82,6 +88,9 @@ def test_notebook_runs(
                 texts.append(output.text)
             elif "data" in output:
                 texts.append(str(output.data.get("text/plain", "")))
+                texts.append(str(output.data.get("text/markdown", "")))
     printed = "".join(texts)
     assert f"KERNEL_PREFIX={sys.prefix}" in printed, "the kernel is not this interpreter"
     assert "Answer" in printed
+    for text in PRINTS.get(path.stem, ()):
+        assert text in printed, f"{path.name} did not show {text!r}"
