@@ -10,7 +10,7 @@ export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGGRAPH_NO_VERSION_CHECK := true
 export LANGSMITH_TRACING := false
 
-.PHONY: setup demo test lint studio clean
+.PHONY: setup demo test lint studio clean default-policy
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,21 @@ lint: setup
 
 studio: setup
 	$(VENV)/bin/langgraph dev --no-browser
+
+# The shipped learned policy: exploration rollouts on TRAIN rows (open setting, dense retrieval,
+# embedded model, seed 13), then the random forests. Hours on 2 CPU cores; the disk LLM cache
+# makes a rerun on the same machine fast.
+POLICY_RUNS := runs/default-policy
+POLICY_SETS := hotpotqa:40 2wiki:20 musique:20
+default-policy: setup
+	mkdir -p $(POLICY_RUNS)
+	for spec in $(POLICY_SETS); do \
+	  set -- $$(echo $$spec | tr : ' '); \
+	  $(VENV)/bin/dynakrag collect --dataset $$1 --split train --setting open --limit $$2 \
+	    --rollouts 2 --seed 13 --out $(POLICY_RUNS)/$$1.jsonl || exit 1; \
+	done
+	$(VENV)/bin/dynakrag train --trajectories $(POLICY_RUNS)/*.jsonl --seed 13 \
+	  --out dynakrag/policy/models/default_policy.npz
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .langgraph_api
