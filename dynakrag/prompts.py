@@ -212,3 +212,172 @@ def reasoning_messages(question: str, passages: Sequence[dict[str, Any]]) -> lis
         ("system", REASONING_ANSWER_SYSTEM),
         ("human", f"{format_passages(passages)}\n\nQuestion: {question}\nReasoning:"),
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# DS-RAG (dynakrag.dsrag): EPQD decomposition, question-graph entities and relations
+# --------------------------------------------------------------------------------------------
+# The questions below are the user's own text (or sub-questions made from it), never retrieved
+# passages, so they are given plainly as the decomposition prompt above gives them.
+
+EPQD_SYSTEM = (
+    "You turn a question into sub-questions for document search. The question has been "
+    "separated into numbered parts at its conjunctions and commas. For each separated part, "
+    "complete the meaning of the sentence using the previous part of the current section. "
+    "Preserve original terminology wherever possible, guaranteeing that each sub-sentence forms "
+    "a grammatically complete sentence. The number of sub-sentences created must match the "
+    "number of separated parts. Write every sub-sentence as a question, keep names exactly as "
+    "written, do not repeat in one sub-question the details that belong to another part, and "
+    "add nothing that is not in the original question. Reply with JSON only: "
+    '{"sub_questions": ["...", "..."]}, one sub-question per part, in order.'
+)
+"""EPQD's instruction (DS-RAG, Table 4), with the reply format."""
+
+EPQD_EXAMPLES: tuple[tuple[str, list[str], list[str]], ...] = (
+    # Preserve context: a bare name gets the whole measure the question asks about.
+    (
+        'Which novel sold more copies in its first year, "The Salt Orchard" or "Glass Rivers"?',
+        ["Which novel sold more copies in its first year", '"The Salt Orchard"', '"Glass Rivers"'],
+        [
+            "Which novel sold more copies in its first year?",
+            'How many copies did "The Salt Orchard" sell in its first year?',
+            'How many copies did "Glass Rivers" sell in its first year?',
+        ],
+    ),
+    # Remove duplicated entities: a describing clause stays with its own person only.
+    (
+        "Who was born earlier, Ada Voss, who founded Kestrel Labs, or Tom Reyl?",
+        ["Who was born earlier", "Ada Voss", "who founded Kestrel Labs", "Tom Reyl"],
+        [
+            "Who was born earlier?",
+            "When was Ada Voss born?",
+            "Did Ada Voss found Kestrel Labs?",
+            "When was Tom Reyl born?",
+        ],
+    ),
+    # Nothing outside the original question is added.
+    (
+        "In what city are the headquarters of Orbis Devices and Lumen Works?",
+        ["In what city are the headquarters of Orbis Devices", "Lumen Works"],
+        [
+            "In what city are the headquarters of Orbis Devices?",
+            "In what city are the headquarters of Lumen Works?",
+        ],
+    ),
+)
+
+
+def _epqd_request(question: str, parts: Sequence[str]) -> str:
+    numbered = "\n".join(f"{i}. {part}" for i, part in enumerate(parts, start=1))
+    return f"Original question: {question}\nSeparated parts ({len(parts)}):\n{numbered}\nJSON:"
+
+
+def epqd_messages(question: str, parts: Sequence[str]) -> list[tuple[str, str]]:
+    """Few-shot messages asking for one sub-question per separated part (EPQD)."""
+    messages: list[tuple[str, str]] = [("system", EPQD_SYSTEM)]
+    for example_question, example_parts, sub_questions in EPQD_EXAMPLES:
+        messages.append(("human", _epqd_request(example_question, example_parts)))
+        messages.append(("ai", json.dumps({"sub_questions": sub_questions})))
+    messages.append(("human", _epqd_request(question, parts)))
+    return messages
+
+
+def epqd_repair_messages(
+    question: str, parts: Sequence[str], reply: Sequence[str]
+) -> list[tuple[str, str]]:
+    """The EPQD messages, the reply whose count was wrong, and a request for the right count."""
+    return [
+        *epqd_messages(question, parts),
+        ("ai", json.dumps({"sub_questions": list(reply)})),
+        (
+            "human",
+            f"That is {len(reply)} sub-questions, but there are {len(parts)} separated parts. "
+            f"Write exactly {len(parts)} sub-questions, one for each part, in the same order. "
+            "JSON only.",
+        ),
+    ]
+
+
+MULTI_QUERY_DECOMPOSE_SYSTEM = (
+    "You are a helpful assistant that breaks an input question into sub-questions. The goal is "
+    "to split the input into a set of sub-problems or sub-questions that can be answered in "
+    'isolation. Reply with JSON only: {"sub_questions": ["...", "..."]}.'
+)
+"""The LangChain-style multi-query decomposition baseline of DS-RAG's Table 7 (free count)."""
+
+
+def multi_query_decompose_messages(question: str) -> list[tuple[str, str]]:
+    """Ask for sub-questions with no segmentation and no count (the Table 7 baseline)."""
+    return [("system", MULTI_QUERY_DECOMPOSE_SYSTEM), ("human", f"Question: {question}\nJSON:")]
+
+
+DSRAG_ENTITY_SYSTEM = (
+    "You list the entities of a question, in the order they appear. Entities are: the question "
+    "word (who, what, which, when, where, how, or the first word of a yes/no question such as "
+    "Is or Did), names of people, places, organisations and works, dates and numbers, quoted "
+    "titles, and the attribute the question asks about (such as birth date, nationality or "
+    "population). Copy each entity exactly as it is written in the question and add nothing "
+    'that is not in it. Reply with JSON only: {"entities": ["...", "..."]}.'
+)
+"""Step 1 of the question graph (DS-RAG, Appendix A.1; written from the paper's text)."""
+
+DSRAG_ENTITY_EXAMPLES: tuple[tuple[str, list[str]], ...] = (
+    ("When was Ada Voss born?", ["When", "Ada Voss"]),
+    (
+        "What is the population of the city where Kestrel Labs was founded?",
+        ["What", "population", "city", "Kestrel Labs"],
+    ),
+    ("Did Tom Reyl study at Velford Conservatory?", ["Did", "Tom Reyl", "Velford Conservatory"]),
+)
+
+
+def dsrag_entity_messages(sub_question: str) -> list[tuple[str, str]]:
+    """Few-shot messages asking for the entities of one sub-question."""
+    messages: list[tuple[str, str]] = [("system", DSRAG_ENTITY_SYSTEM)]
+    for example, entities in DSRAG_ENTITY_EXAMPLES:
+        messages.append(("human", f"Question: {example}\nJSON:"))
+        messages.append(("ai", json.dumps({"entities": entities})))
+    messages.append(("human", f"Question: {sub_question}\nJSON:"))
+    return messages
+
+
+DSRAG_RELATION_SYSTEM = (
+    "You link the entities of a question. You are given the question, its entities and its "
+    "relation types (the words of the question between the entities). For each relation type, "
+    "give the two entities it connects, the one mentioned first as source. Use only the given "
+    "entities and relation types; never invent new ones. Reply with JSON only: "
+    '{"triples": [{"source": "...", "relation": "...", "target": "..."}]}.'
+)
+"""Step 2 of the question graph (DS-RAG, Appendix A.2; written from the paper's text)."""
+
+DSRAG_RELATION_EXAMPLES: tuple[tuple[str, list[str], list[str], list[dict[str, str]]], ...] = (
+    (
+        "What is the population of the city where Kestrel Labs was founded?",
+        ["What", "population", "city", "Kestrel Labs"],
+        ["is the", "of the", "where", "was founded"],
+        [
+            {"source": "What", "relation": "is the", "target": "population"},
+            {"source": "population", "relation": "of the", "target": "city"},
+            {"source": "city", "relation": "where", "target": "Kestrel Labs"},
+        ],
+    ),
+)
+
+
+def _relation_request(sub_question: str, entities: Sequence[str], relations: Sequence[str]) -> str:
+    return (
+        f"Question: {sub_question}\nEntities: {json.dumps(list(entities))}\n"
+        f"Relation types: {json.dumps(list(relations))}\nJSON:"
+    )
+
+
+def dsrag_relation_messages(
+    sub_question: str, entities: Sequence[str], relations: Sequence[str]
+) -> list[tuple[str, str]]:
+    """Few-shot messages asking for the entity pair of each relation type."""
+    messages: list[tuple[str, str]] = [("system", DSRAG_RELATION_SYSTEM)]
+    for example, example_entities, example_relations, triples in DSRAG_RELATION_EXAMPLES:
+        messages.append(("human", _relation_request(example, example_entities, example_relations)))
+        messages.append(("ai", json.dumps({"triples": triples})))
+    messages.append(("human", _relation_request(sub_question, entities, relations)))
+    return messages
