@@ -63,14 +63,40 @@ class Configuration(BaseModel):
     # --- control -----------------------------------------------------------------------------
     policy: str = Field(
         default="heuristic",
-        description="Controller policy: 'heuristic', 'uniform' or a trained policy file.",
+        description="Controller policy: 'heuristic', 'learned' (the shipped trained policy), "
+        "'uniform', 'fixed' (a hand-written schedule) or a trained policy file.",
     )
     cost_lambda: float = Field(
         default=0.0, ge=0.0, description="Weight of action cost in argmax v(s,a) - lambda*c(s,a)."
     )
-    compression: Literal["heuristic", "passthrough"] = Field(
+    compression: Literal["heuristic", "passthrough", "dics"] = Field(
         default="heuristic",
-        description="How compress_answer_evidence selects passages ('heuristic' or 'passthrough').",
+        description="How compress_answer_evidence selects passages: 'heuristic' (lexical "
+        "support), 'passthrough' (keep all) or 'dics' (DS-RAG: one passage per selection "
+        "criterion, chosen by the graph-based selection model).",
+    )
+    decomposition: Literal["default", "epqd"] = Field(
+        default="default",
+        description="How sufficiency_check splits the question: 'default' (free "
+        "decomposition with #k references) or 'epqd' (DS-RAG entity-preserving: one "
+        "sub-question per conjunction/comma-separated part).",
+    )
+    dsrag_extraction: Literal["llm", "rules"] = Field(
+        default="llm",
+        description="How DS-RAG builds sub-questions and question graphs: 'llm' (the paper: "
+        "the generator, with a rule fallback on unusable replies) or 'rules' (deterministic, "
+        "no model calls).",
+    )
+    dics_hops: int | None = Field(
+        default=None,
+        ge=1,
+        description="How many hops from the core node a selection criterion keeps "
+        "(None: all).",
+    )
+    selector: str = Field(
+        default="default",
+        description="DICS selection model: 'default' (the shipped one) or a file written by "
+        "'dynakrag train-selector'.",
     )
     seed: int = Field(default=13, description="Seed for every random choice in a run.")
 

@@ -1,8 +1,8 @@
 """compress_answer_evidence: keep the passages that support the answer, before answering.
 
 The default compressor is lexical: it keeps passages that state a sub-question's answer or
-share content words with the question and sub-questions (no model call). DICS replaces it
-where configured.
+share content words with the question and sub-questions (no model call). With
+``compression="dics"`` DS-RAG's DICS chooses one passage per selection criterion instead.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from dynakrag.actions.common import Resources, action_update, content_words, looks_like_value
 from dynakrag.configuration import Configuration
 from dynakrag.graph.state import Document, State
+from dynakrag.llm.client import NO_USAGE, Usage
 
 
 def support_score(doc: Document, focus_words: set[str], answers: list[str]) -> float:
@@ -29,13 +30,50 @@ def support_score(doc: Document, focus_words: set[str], answers: list[str]) -> f
     return 2.0 * answer_hits + overlap
 
 
+def dics_compress(
+    state: State, resources: Resources, cfg: Configuration
+) -> tuple[list[Document], Usage, dict[str, Any]]:
+    """DS-RAG selection: one passage per selection criterion of the question's graph.
+
+    The criteria come from the sub-questions the sufficiency check recorded, else from EPQD.
+    Documented fallback: an empty selection keeps the evidence as it was.
+    """
+    from dynakrag.dsrag.pipeline import decompose_question, select_context
+
+    evidence = state.get("evidence", [])
+    usage = NO_USAGE
+    sub_questions = [sub["question"] for sub in state.get("sub_questions", [])]
+    if not sub_questions:
+        decomposition = decompose_question(state["question"], resources.llm, cfg)
+        sub_questions, usage = list(decomposition.sub_questions), decomposition.usage
+    selection = select_context(
+        state["question"],
+        sub_questions,
+        [(doc["id"], f"{doc.get('title', '')} {doc.get('text', '')}".strip()) for doc in evidence],
+        resources.llm,
+        cfg,
+    )
+    by_id = {doc["id"]: doc for doc in evidence}
+    kept = [by_id[chunk_id] for chunk_id in selection.selected_ids][: cfg.max_final_docs]
+    details = {
+        "criteria": [criterion.text for criterion in selection.criteria.criteria],
+        "criteria_fallback": selection.criteria.fallback,
+        "dics_mode": selection.dics.mode,
+    }
+    return (kept or evidence[: cfg.max_final_docs]), usage + selection.usage, details
+
+
 def compress_answer_evidence(
     state: State, resources: Resources, cfg: Configuration
 ) -> dict[str, Any]:
     """Keep supporting passages (at most ``max_final_docs``), in their original order."""
     evidence = state.get("evidence", [])
+    usage = NO_USAGE
+    details: dict[str, Any] = {}
     if cfg.compression == "passthrough":
         kept = evidence[: cfg.max_final_docs]
+    elif cfg.compression == "dics":
+        kept, usage, details = dics_compress(state, resources, cfg)
     else:
         subs = state.get("sub_questions", [])
         answers = [sub["answer"] for sub in subs if sub.get("answer")]
@@ -53,7 +91,8 @@ def compress_answer_evidence(
         state,
         "compress_answer_evidence",
         counts_as_step=False,
-        details={"kept": [d["id"] for d in kept], "dropped": len(evidence) - len(kept)},
+        usage=usage,
+        details={"kept": [d["id"] for d in kept], "dropped": len(evidence) - len(kept), **details},
         evidence=kept,
         compressed=True,
         # The edge to stop_answer is fixed: record that decision rather than a stale one.

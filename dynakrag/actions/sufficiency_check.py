@@ -24,6 +24,8 @@ from dynakrag.graph.state import Document, State, SubQuestion
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 
 MAX_SUB_QUESTIONS = 5
+# EPQD makes one sub-question per part; long DS-RAG questions have up to ~10 parts.
+MAX_EPQD_SUB_QUESTIONS = 10
 _REFERENCE = re.compile(r"#(\d+)")
 
 
@@ -79,6 +81,11 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
     known = state.get("sub_questions") or []
     if known:
         texts = [sub["question"] for sub in known]
+    elif cfg.decomposition == "epqd":
+        from dynakrag.dsrag.pipeline import decompose_question
+
+        epqd = decompose_question(question, resources.llm, cfg)
+        texts, usage = list(epqd.sub_questions[:MAX_EPQD_SUB_QUESTIONS]) or [question], epqd.usage
     else:
         texts, usage = decompose(question, resources.llm)
     evidence = evidence_window(state, cfg)

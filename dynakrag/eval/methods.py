@@ -701,6 +701,11 @@ METHODS: dict[str, type[Method]] = {
 }
 """Methods by name: a new baseline is one more entry (its class's ``name``)."""
 
+# DS-RAG and its paper baselines (imported last: that module builds on the classes above).
+from dynakrag.eval.dsrag_methods import DSRAG_METHODS  # noqa: E402
+
+METHODS.update(DSRAG_METHODS)
+
 
 def get_method(name: str | Method, **options: Any) -> Method:
     """A method by name (``options`` go to its constructor; None values are left out)."""

@@ -1,0 +1,227 @@
+"""DS-RAG and the paper's baselines as evaluation methods (Kwon et al. 2025, Section 3.3).
+
+* ``dsrag``: EPQD sub-questions, the top ``subq_k`` (3) chunks per sub-question, DICS (one
+  chunk per selection criterion), answer.
+* ``nonqd-rerank``: the question's top 7 chunks, reranked to 4.
+* ``epqd-rerank-subq``: the top 3 chunks per sub-question, each list reranked against its
+  sub-question, the best one kept per sub-question (a chunk kept twice counts once).
+* ``epqd-rerank-origq``: the pooled per-sub-question chunks reranked against the original
+  question, top 4.
+
+No cross-encoder ships offline (the paper used BGE-Reranker-v2-m3), so the reranker here is
+the strongest scorer available without a network: cosine similarity of the bundled
+all-MiniLM-L6-v2 embeddings of query and chunk (:func:`minilm_rerank`).
+
+The DS-RAG pieces import torch: they load on first use, so listing methods stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from dynakrag.configuration import Configuration
+from dynakrag.llm.client import LLMClient
+from dynakrag.retrieval.base import Searcher
+
+from .methods import Evidence, Method, MethodResult, _Tally, final_answer, merge_evidence, retrieve
+
+if TYPE_CHECKING:
+    from dynakrag.dsrag.epqd import Decomposition
+    from dynakrag.dsrag.selector import TextEncoder
+
+__all__ = [
+    "DSRAG_METHODS",
+    "DsragMethod",
+    "EPQDRerankOriginalQMethod",
+    "EPQDRerankSubQMethod",
+    "NonQDRerankMethod",
+    "minilm_rerank",
+]
+
+ORIGINAL_QUESTION_K = 7
+"""Chunks retrieved for the original question (paper)."""
+SUB_QUESTION_K = 3
+"""Chunks retrieved per sub-question (paper)."""
+RERANK_TOP_K = 4
+"""Chunks kept after reranking (paper: questions hold 2-4 gold chunks)."""
+RERANKER = "all-MiniLM-L6-v2 cosine (bi-encoder; no cross-encoder ships offline)"
+
+
+@lru_cache(maxsize=1)
+def _rerank_encoder() -> TextEncoder:
+    from dynakrag.dsrag.selector import TextEncoder
+    from dynakrag.retrieval.embeddings import default_embeddings
+
+    return TextEncoder(default_embeddings())  # memoised: pooled chunks repeat across methods
+
+
+def minilm_rerank(query: str, docs: Sequence[Evidence], top: int) -> list[Evidence]:
+    """The ``top`` of ``docs`` by MiniLM cosine to ``query`` (stable for ties)."""
+    if not docs:
+        return []
+    encoder = _rerank_encoder()
+    vectors = encoder.encode([doc["text"] for doc in docs])
+    scores = vectors @ encoder.encode([query])[0]  # unit vectors: the dot product is the cosine
+    order = sorted(range(len(docs)), key=lambda i: (-float(scores[i]), i))
+    return [docs[i] for i in order[:top]]
+
+
+class _EPQDMethod(Method):
+    """Shared by the methods that start from EPQD sub-questions."""
+
+    def decompose(
+        self, question: str, llm: LLMClient, cfg: Configuration, tally: _Tally
+    ) -> Decomposition:
+        from dynakrag.dsrag.pipeline import decompose_question
+
+        decomposition = decompose_question(question, llm, cfg)
+        tally.add(decomposition.usage)
+        return decomposition
+
+    @staticmethod
+    def per_sub_question(
+        searcher: Searcher, sub_questions: Sequence[str], tally: _Tally
+    ) -> list[list[Evidence]]:
+        lists = []
+        for sub_question in sub_questions:
+            lists.append(retrieve(searcher, sub_question, SUB_QUESTION_K, SUB_QUESTION_K))
+            tally.add(retrievals=1)
+        return lists
+
+    def options(self) -> dict[str, Any]:
+        return {**super().options(), "subq_k": SUB_QUESTION_K}
+
+
+class DsragMethod(_EPQDMethod):
+    """The paper's pipeline: EPQD, retrieval per sub-question, DICS, answer."""
+
+    name = "dsrag"
+
+    def run(
+        self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
+    ) -> MethodResult:
+        from dynakrag.dsrag.pipeline import select_context
+
+        tally = _Tally()
+        decomposition = self.decompose(question, llm, cfg, tally)
+        candidates = merge_evidence(
+            *self.per_sub_question(searcher, decomposition.sub_questions, tally)
+        )
+        by_id = {doc["id"]: doc for doc in candidates}
+        selection = select_context(
+            question,
+            decomposition.sub_questions,
+            [(doc["id"], doc["text"]) for doc in candidates],
+            llm,
+            cfg,
+        )
+        tally.add(selection.usage)
+        evidence = [by_id[chunk_id] for chunk_id in selection.selected_ids]
+        actions = ["epqd", "retrieve_per_sub_question", "dics"]
+        prediction = final_answer(self, question, evidence, llm, tally, actions)
+        criteria = selection.criteria
+        return tally.result(
+            prediction,
+            evidence,
+            actions,
+            sub_questions=list(decomposition.sub_questions),
+            decomposition=decomposition.method,
+            candidates=len(candidates),
+            criteria=[criterion.text for criterion in criteria.criteria],
+            core=criteria.graph.node(criteria.core).text if criteria.core else None,
+            criteria_fallback=criteria.fallback,
+            dics_mode=selection.dics.mode,
+        )
+
+    def options(self) -> dict[str, Any]:
+        return {**super().options(), "selection": "dics"}
+
+
+class NonQDRerankMethod(Method):
+    """No decomposition: the question's top 7 chunks reranked to 4."""
+
+    name = "nonqd-rerank"
+
+    def run(
+        self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
+    ) -> MethodResult:
+        tally = _Tally()
+        pool = retrieve(searcher, question, ORIGINAL_QUESTION_K, ORIGINAL_QUESTION_K)
+        tally.add(retrievals=1)
+        evidence = minilm_rerank(question, pool, RERANK_TOP_K)
+        actions = ["retrieve", "rerank"]
+        prediction = final_answer(self, question, evidence, llm, tally, actions)
+        return tally.result(prediction, evidence, actions, candidates=len(pool))
+
+    def options(self) -> dict[str, Any]:
+        return {
+            **super().options(),
+            "k": ORIGINAL_QUESTION_K,
+            "top": RERANK_TOP_K,
+            "reranker": RERANKER,
+        }
+
+
+class EPQDRerankSubQMethod(_EPQDMethod):
+    """EPQD, then the best reranked chunk of each sub-question's top 3."""
+
+    name = "epqd-rerank-subq"
+
+    def run(
+        self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
+    ) -> MethodResult:
+        tally = _Tally()
+        decomposition = self.decompose(question, llm, cfg, tally)
+        lists = self.per_sub_question(searcher, decomposition.sub_questions, tally)
+        best = [
+            minilm_rerank(sub_question, docs, 1)
+            for sub_question, docs in zip(decomposition.sub_questions, lists, strict=True)
+        ]
+        evidence = merge_evidence(*best)
+        actions = ["epqd", "retrieve_per_sub_question", "rerank"]
+        prediction = final_answer(self, question, evidence, llm, tally, actions)
+        return tally.result(
+            prediction,
+            evidence,
+            actions,
+            sub_questions=list(decomposition.sub_questions),
+            decomposition=decomposition.method,
+        )
+
+    def options(self) -> dict[str, Any]:
+        return {**super().options(), "top_per_sub_question": 1, "reranker": RERANKER}
+
+
+class EPQDRerankOriginalQMethod(_EPQDMethod):
+    """EPQD, then the pooled sub-question chunks reranked against the question, top 4."""
+
+    name = "epqd-rerank-origq"
+
+    def run(
+        self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
+    ) -> MethodResult:
+        tally = _Tally()
+        decomposition = self.decompose(question, llm, cfg, tally)
+        pool = merge_evidence(*self.per_sub_question(searcher, decomposition.sub_questions, tally))
+        evidence = minilm_rerank(question, pool, RERANK_TOP_K)
+        actions = ["epqd", "retrieve_per_sub_question", "rerank"]
+        prediction = final_answer(self, question, evidence, llm, tally, actions)
+        return tally.result(
+            prediction,
+            evidence,
+            actions,
+            sub_questions=list(decomposition.sub_questions),
+            decomposition=decomposition.method,
+            candidates=len(pool),
+        )
+
+    def options(self) -> dict[str, Any]:
+        return {**super().options(), "top": RERANK_TOP_K, "reranker": RERANKER}
+
+
+DSRAG_METHODS: dict[str, type[Method]] = {
+    cls.name: cls
+    for cls in (DsragMethod, NonQDRerankMethod, EPQDRerankSubQMethod, EPQDRerankOriginalQMethod)
+}
