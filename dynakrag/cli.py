@@ -66,11 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--corpus", type=Path, required=True, help="JSONL file or folder")
     build.add_argument("--out", type=Path, required=True, help="directory to write the index to")
 
+    from dynakrag.dsrag.cli_selector import add_selector_parser
     from dynakrag.eval.cli_eval import add_eval_parser
     from dynakrag.training.cli_train import add_train_parsers
 
     add_eval_parser(commands)
     add_train_parsers(commands)
+    add_selector_parser(commands)
     return parser
 
 
@@ -99,11 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ask": run_ask,
         "index": run_index_build,
     }
+    from dynakrag.dsrag.cli_selector import SELECTOR_HANDLERS
     from dynakrag.eval.cli_eval import run_eval
     from dynakrag.training.cli_train import TRAIN_HANDLERS
 
     handlers["eval"] = run_eval
     handlers.update(TRAIN_HANDLERS)
+    handlers.update(SELECTOR_HANDLERS)
     try:
         return handlers[args.command](args)
     except UserInputError as exc:
