@@ -25,7 +25,16 @@ from dynakrag.configuration import Configuration
 from dynakrag.llm.client import LLMClient
 from dynakrag.retrieval.base import Searcher
 
-from .methods import Evidence, Method, MethodResult, _Tally, final_answer, merge_evidence, retrieve
+from .methods import (
+    METHODS,
+    Evidence,
+    Method,
+    MethodResult,
+    _Tally,
+    final_answer,
+    merge_evidence,
+    retrieve,
+)
 
 if TYPE_CHECKING:
     from dynakrag.dsrag.epqd import Decomposition
@@ -225,3 +234,5 @@ DSRAG_METHODS: dict[str, type[Method]] = {
     cls.name: cls
     for cls in (DsragMethod, NonQDRerankMethod, EPQDRerankSubQMethod, EPQDRerankOriginalQMethod)
 }
+# Registered here rather than in ``methods``, so either import order fills METHODS.
+METHODS.update(DSRAG_METHODS)

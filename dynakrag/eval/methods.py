@@ -701,10 +701,9 @@ METHODS: dict[str, type[Method]] = {
 }
 """Methods by name: a new baseline is one more entry (its class's ``name``)."""
 
-# DS-RAG and its paper baselines (imported last: that module builds on the classes above).
-from dynakrag.eval.dsrag_methods import DSRAG_METHODS  # noqa: E402
-
-METHODS.update(DSRAG_METHODS)
+# DS-RAG and its paper baselines register themselves in METHODS when imported (last: that
+# module builds on the classes above).
+from dynakrag.eval import dsrag_methods  # noqa: E402, F401
 
 
 def get_method(name: str | Method, **options: Any) -> Method:

@@ -17,10 +17,18 @@ pytestmark = pytest.mark.slow
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 NEEDS_DATA = {"evaluation"}  # notebooks that read the benchmark samples
-EXPECTED_NOTEBOOKS = {"quickstart", "evaluation", "train_policy"}
+EXPECTED_NOTEBOOKS = {"quickstart", "evaluation", "train_policy", "dics_walkthrough"}
 PRINTS: dict[str, tuple[str, ...]] = {
     # What a notebook must show besides an answer (its point, not just that it ran).
     "train_policy": ("labelled (state, action) records", "held-out R²", "| retrained |"),
+    "dics_walkthrough": (
+        "| # | segment | sub-question |",
+        "core node: birth date",
+        "2 selection criteria",
+        "candidate chunks from 3 sub-questions",
+        "chosen chunks (criteria",
+        "2 chunks instead of a fixed top-4",
+    ),
 }
 PROBE = "import sys\nprint('KERNEL_PREFIX=' + sys.prefix)"
 
