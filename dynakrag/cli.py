@@ -78,7 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=positive_int, help="control steps before answering")
-    parser.add_argument("--policy", help="'heuristic', 'uniform' or a trained policy file")
+    parser.add_argument(
+        "--policy",
+        help="heuristic (default), learned (the shipped trained policy), uniform, fixed or a "
+        "trained policy file (.npz)",
+    )
     parser.add_argument("--quiet", action="store_true", help="print only the answer")
 
 

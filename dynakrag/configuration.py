@@ -90,8 +90,7 @@ class Configuration(BaseModel):
     dics_hops: int | None = Field(
         default=None,
         ge=1,
-        description="How many hops from the core node a selection criterion keeps "
-        "(None: all).",
+        description="How many hops from the core node a selection criterion keeps (None: all).",
     )
     selector: str = Field(
         default="default",

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import re
 import time
+import zlib
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage
 
 from dynakrag import prompts
@@ -106,3 +109,29 @@ def chat_completion_body(text: str, *, model: str, number: int, prompt_tokens: i
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+class HashedWords(Embeddings):
+    """Deterministic bag-of-words vectors (each word hashed into one of ``dim`` signed buckets):
+    a stand-in for MiniLM that needs no model. ``calls`` counts the documents embedded."""
+
+    model_name = "test-hashed-words"
+    _WORD = re.compile(r"[a-z0-9]+")
+
+    def __init__(self, dim: int = 64) -> None:
+        self.dim = dim
+        self.calls = 0
+
+    def _vector(self, text: str) -> list[float]:
+        vector = np.zeros(self.dim)
+        for word in self._WORD.findall(text.lower()):
+            h = zlib.crc32(word.encode())
+            vector[h % self.dim] += 1.0 if (h >> 16) & 1 else -1.0
+        return vector.tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += len(texts)
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)

@@ -66,7 +66,9 @@ def dics_compress(
 def compress_answer_evidence(
     state: State, resources: Resources, cfg: Configuration
 ) -> dict[str, Any]:
-    """Keep supporting passages (at most ``max_final_docs``), in their original order."""
+    """Keep supporting passages (at most ``max_final_docs``): ``passthrough`` the first ones,
+    ``dics`` one per selection criterion in selection order, ``heuristic`` (default) the
+    passages that state a sub-answer or score near the best, in their original order."""
     evidence = state.get("evidence", [])
     usage = NO_USAGE
     details: dict[str, Any] = {}

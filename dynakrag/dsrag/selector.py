@@ -700,23 +700,22 @@ def _json_safe(value: Any) -> Any:
 # The shipped model
 
 _DEFAULT_LOCK = threading.Lock()
-_DEFAULT: list[GraphSelector] = []
+_LOADED: dict[tuple[Path, int], GraphSelector] = {}  # by (resolved path, mtime in ns)
 
 
 def load_default_selector(path: str | os.PathLike[str] | None = None) -> GraphSelector:
-    """The shipped GS model (``dynakrag/dsrag/models/gs-selector.npz``) with the bundled
-    MiniLM, loaded once per process. Raises :class:`ModelUnavailableError` when it is not
-    installed and :class:`SelectorFileError` when it is damaged."""
+    """The GS model at ``path`` (default the shipped ``dynakrag/dsrag/models/gs-selector.npz``)
+    with the bundled MiniLM, loaded once per process and file version (a retrained file is
+    reloaded). Raises :class:`ModelUnavailableError` when it is not installed and
+    :class:`SelectorFileError` when it is damaged."""
     target = Path(path) if path is not None else DEFAULT_MODEL_PATH
     with _DEFAULT_LOCK:
-        if path is None and _DEFAULT:
-            return _DEFAULT[0]
         if not target.is_file():
             raise ModelUnavailableError(
                 f"no trained GS selector at {target}: train one with 'dynakrag train-selector "
                 f"--out {target}'"
             )
-        selector = GraphSelector.load(target)
-        if path is None:
-            _DEFAULT.append(selector)
-        return selector
+        key = (target.resolve(), target.stat().st_mtime_ns)
+        if key not in _LOADED:
+            _LOADED[key] = GraphSelector.load(target)
+        return _LOADED[key]

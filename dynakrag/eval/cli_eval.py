@@ -55,9 +55,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--policy",
         metavar="POLICY",
-        help="dynakrag only: heuristic (default), uniform (random valid action), fixed "
-        "(hand-written schedule), oracle (gold-aware upper bound, evaluation only) or a "
-        "trained policy file (.npz)",
+        help="dynakrag only: heuristic (default), learned (the shipped trained policy), "
+        "uniform (random valid action), fixed (hand-written schedule), oracle (gold-aware "
+        "upper bound, evaluation only) or a trained policy file (.npz)",
     )
     parser.add_argument(
         "--ablate",

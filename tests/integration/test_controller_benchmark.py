@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,17 +47,8 @@ def benchmark() -> Iterator[ModuleType]:
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("DYNAKRAG_") and name != "DYNAKRAG_DATA_DIR":
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("DYNAKRAG_CACHE_DIR", str(tmp_path / "cache"))
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a model was about to load")
-
-    monkeypatch.setattr("dynakrag.retrieval.embeddings._load_minilm", refuse)
-    monkeypatch.setattr("dynakrag.llm.factory.chat_model_from_config", refuse)
+def _isolated(isolated_env: None, no_models: None) -> None:
+    """Every test here: no caller settings, a private cache, no real model."""
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import os
-import re
 import sys
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -17,13 +14,12 @@ from types import ModuleType
 import numpy as np
 import pytest
 import torch
-from langchain_core.embeddings import Embeddings
 
 from dynakrag.eval.datasets import data_dir, load_examples
+from tests.fakes import HashedWords
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "dsrag.py"
 DIM = 32
-_WORD = re.compile(r"[a-z0-9]+")
 
 
 def _have_data() -> bool:
@@ -37,25 +33,6 @@ pytestmark = pytest.mark.skipif(
     not _have_data(),
     reason="benchmark data not found: set DYNAKRAG_DATA_DIR to the shared data folder",
 )
-
-
-class HashedWords(Embeddings):
-    """Deterministic bag-of-words vectors (words hashed into DIM signed buckets)."""
-
-    model_name = "test-hashed-words"
-
-    def _vector(self, text: str) -> list[float]:
-        vector = np.zeros(DIM)
-        for word in _WORD.findall(text.lower()):
-            h = zlib.crc32(word.encode())
-            vector[h % DIM] += 1.0 if (h >> 16) & 1 else -1.0
-        return vector.tolist()
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._vector(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._vector(text)
 
 
 @pytest.fixture(scope="module")
@@ -74,33 +51,23 @@ def selector_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An untrained GS selector (it scores as anchor-text cosine) over :class:`HashedWords`."""
     from dynakrag.dsrag.selector import GraphSelectionModel, GraphSelector
 
-    selector = GraphSelector(HashedWords(), heads=2, mlp_hidden=8, dropout=0.0)
+    selector = GraphSelector(HashedWords(DIM), heads=2, mlp_hidden=8, dropout=0.0)
     torch.manual_seed(0)
     selector.model_ = GraphSelectionModel(selector.architecture(DIM))
     return selector.save(tmp_path_factory.mktemp("gs") / "tiny.npz")
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated(isolated_env: None, no_models: None, monkeypatch: pytest.MonkeyPatch) -> None:
     from dynakrag.dsrag.selector import TextEncoder
 
-    for name in list(os.environ):
-        if name.startswith("DYNAKRAG_") and name != "DYNAKRAG_DATA_DIR":
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("DYNAKRAG_CACHE_DIR", str(tmp_path / "cache"))
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a model was about to load")
-
-    monkeypatch.setattr("dynakrag.retrieval.embeddings._load_minilm", refuse)
-    monkeypatch.setattr("dynakrag.llm.factory.chat_model_from_config", refuse)
     # The selector file names its encoder; the fake stands in for MiniLM when it is loaded,
     # and for the rerankers' encoder.
     monkeypatch.setattr(
-        "dynakrag.retrieval.embeddings.default_embeddings", lambda **_: HashedWords()
+        "dynakrag.retrieval.embeddings.default_embeddings", lambda **_: HashedWords(DIM)
     )
     monkeypatch.setattr(
-        "dynakrag.eval.dsrag_methods._rerank_encoder", lambda: TextEncoder(HashedWords())
+        "dynakrag.eval.dsrag_methods._rerank_encoder", lambda: TextEncoder(HashedWords(DIM))
     )
 
 

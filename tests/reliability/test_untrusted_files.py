@@ -91,15 +91,7 @@ def _run_cli(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.fixture
-def no_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Refusals must come before any model or index loads."""
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("a model was about to load")
-
-    monkeypatch.setattr("dynakrag.retrieval.embeddings._load_minilm", refuse)
-    monkeypatch.setattr("dynakrag.llm.factory.chat_model_from_config", refuse)
+# ``no_models`` (tests/conftest.py): refusals must come before any model or index loads.
 
 
 @pytest.mark.usefixtures("no_models")

@@ -22,14 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def no_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail loudly if a test would load the embedding model or the generator."""
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("a model was about to load")
-
-    monkeypatch.setattr("dynakrag.retrieval.embeddings._load_minilm", refuse)
-    monkeypatch.setattr("dynakrag.llm.factory.chat_model_from_config", refuse)
+def _no_models_no_settings(no_models: None, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("DYNAKRAG_"):
             monkeypatch.delenv(name)

@@ -14,7 +14,6 @@ import json
 import re
 import subprocess
 import sys
-import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,6 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage
 
 from dynakrag import prompts
@@ -46,10 +44,9 @@ from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.policy.base import Policy
 from dynakrag.retrieval.passage import Passage
-from tests.fakes import KeywordSearcher, passages_in
+from tests.fakes import HashedWords, KeywordSearcher, passages_in
 
 DIM = 64
-_WORD = re.compile(r"[a-z0-9]+")
 METHOD_NAMES = ("dsrag", "nonqd-rerank", "epqd-rerank-subq", "epqd-rerank-origq")
 
 TWO_PEOPLE = (
@@ -72,25 +69,6 @@ CORPUS = [
 ]
 
 
-class HashedWords(Embeddings):
-    """Deterministic bag-of-words vectors: each word hashed into one of DIM signed buckets."""
-
-    model_name = "test-hashed-words"
-
-    def _vector(self, text: str) -> list[float]:
-        vector = np.zeros(DIM)
-        for word in _WORD.findall(text.lower()):
-            h = zlib.crc32(word.encode())
-            vector[h % DIM] += 1.0 if (h >> 16) & 1 else -1.0
-        return vector.tolist()
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._vector(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._vector(text)
-
-
 class EmptySearcher:
     """A retriever that finds nothing (an empty candidate set)."""
 
@@ -101,7 +79,7 @@ class EmptySearcher:
 @pytest.fixture(scope="module")
 def selector_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny GS selector file over :class:`HashedWords` (untrained: anchor-text cosine)."""
-    selector = GraphSelector(HashedWords(), heads=2, mlp_hidden=16, dropout=0.0)
+    selector = GraphSelector(HashedWords(DIM), heads=2, mlp_hidden=16, dropout=0.0)
     torch.manual_seed(0)
     selector.model_ = GraphSelectionModel(selector.architecture(DIM))  # the fitted attribute
     return selector.save(tmp_path_factory.mktemp("gs") / "tiny.npz")
@@ -119,9 +97,9 @@ def _no_real_models(monkeypatch: pytest.MonkeyPatch) -> None:
     # GraphSelector.load builds its encoder from default_embeddings(): the selector file's
     # encoder name must match, so the fake stands in for MiniLM there.
     monkeypatch.setattr(
-        "dynakrag.retrieval.embeddings.default_embeddings", lambda **_: HashedWords()
+        "dynakrag.retrieval.embeddings.default_embeddings", lambda **_: HashedWords(DIM)
     )
-    monkeypatch.setattr(dsrag_methods, "_rerank_encoder", lambda: TextEncoder(HashedWords()))
+    monkeypatch.setattr(dsrag_methods, "_rerank_encoder", lambda: TextEncoder(HashedWords(DIM)))
 
 
 def config(selector_path: Path, **overrides: Any) -> Configuration:

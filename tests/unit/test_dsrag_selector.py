@@ -5,14 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
-import re
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from langchain_core.embeddings import Embeddings
 
 from dynakrag.dsrag.selector import (
     GraphSelectionModel,
@@ -35,32 +32,9 @@ from dynakrag.dsrag.types import Criterion, CriterionGraph, QEdge, QNode
 from dynakrag.errors import ConfigurationError, ModelUnavailableError
 from dynakrag.eval.datasets import QAExample
 from dynakrag.retrieval.passage import Passage
+from tests.fakes import HashedWords
 
-_WORD = re.compile(r"[a-z0-9]+")
 DIM = 64
-
-
-class HashedWords(Embeddings):
-    """Deterministic bag-of-words vectors (words hashed into DIM signed buckets)."""
-
-    model_name = "test-hashed-words"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def _vector(self, text: str) -> list[float]:
-        vector = np.zeros(DIM)
-        for word in _WORD.findall(text.lower()):
-            h = zlib.crc32(word.encode())
-            vector[h % DIM] += 1.0 if (h >> 16) & 1 else -1.0
-        return vector.tolist()
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.calls += len(texts)
-        return [self._vector(t) for t in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._vector(text)
 
 
 PEOPLE = [
@@ -135,7 +109,7 @@ def small_selector(**params: object) -> GraphSelector:
         "random_state": 3,
     }
     settings.update(params)
-    return GraphSelector(HashedWords(), **settings)  # type: ignore[arg-type]
+    return GraphSelector(HashedWords(DIM), **settings)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +151,7 @@ def test_architecture_is_validated() -> None:
 
 
 def test_text_encoder_embeds_each_text_once() -> None:
-    embeddings = HashedWords()
+    embeddings = HashedWords(DIM)
     encoder = TextEncoder(embeddings)
     first = encoder.encode(["a b", "c", "a b"])
     again = encoder.encode(["c", "a b"])
@@ -269,10 +243,10 @@ def test_save_load_round_trip(fitted: GraphSelector, tmp_path: Path) -> None:
     assert meta["weights_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert meta["architecture"]["dim"] == DIM and meta["encoder"]["name"] == "test-hashed-words"
     assert meta["metrics"]["validation_accuracy"] == 1.0
-    loaded = GraphSelector.load(path, HashedWords())
+    loaded = GraphSelector.load(path, HashedWords(DIM))
     assert np.array_equal(loaded.score(GRAPHS, CHUNKS), fitted.score(GRAPHS, CHUNKS))
     assert loaded.n_parameters() == fitted.n_parameters()
-    assert GraphSelector.load(tmp_path / "sel.json", HashedWords()).temperature == 0.05
+    assert GraphSelector.load(tmp_path / "sel.json", HashedWords(DIM)).temperature == 0.05
     # Same model, same bytes.
     again = fitted.save(tmp_path / "again.npz")
     assert again.read_bytes() == path.read_bytes()
@@ -343,7 +317,7 @@ def test_load_refuses_invalid_files(
     elif damage == "no-meta":
         meta_path.unlink()
     with pytest.raises(SelectorFileError, match=message) as info:
-        GraphSelector.load(path, HashedWords())
+        GraphSelector.load(path, HashedWords(DIM))
     assert "is not a dynakrag selector file" in str(info.value)
 
 
@@ -486,7 +460,7 @@ def test_train_selector_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert meta["info"]["criteria_fn"] == "metadata_criteria"
     assert meta["info"]["build"]["examples"] == 8
     assert meta["metrics"]["n_validation_groups"] == 1
-    assert GraphSelector.load(out, HashedWords()).n_parameters() > 0
+    assert GraphSelector.load(out, HashedWords(DIM)).n_parameters() > 0
     assert cli.main(["train-selector", "--out", str(tmp_path / "gs.bin")]) == 2
 
 

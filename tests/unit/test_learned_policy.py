@@ -250,3 +250,21 @@ def test_registry_loads_policy_files(tmp_path: Path) -> None:
     with pytest.raises(PolicyFileError):
         resolve_policy(str(pickled))
     assert not (tmp_path / "marker").exists()
+
+
+def test_the_shipped_policy_loads_by_name_and_ranks_the_valid_actions(
+    states: dict[str, Any],
+) -> None:
+    from dynakrag.policy.registry import DEFAULT_POLICY_FILE, resolve_policy
+
+    shipped = resolve_policy("learned")
+    assert isinstance(shipped, LearnedPolicy)
+    meta = shipped.metadata()
+    assert meta["feature_schema_version"] == FEATURE_SCHEMA_VERSION
+    assert len(meta["training_data_sha256"]) == 64
+    assert DEFAULT_POLICY_FILE.name == "default_policy.npz"
+    state, cfg = states["early"], states["cfg"]
+    actions = valid_actions(state, cfg)
+    scores = shipped.scores(state, actions, cfg)
+    assert set(scores) == set(actions) and all(np.isfinite(list(scores.values())))
+    assert shipped.choose(state, actions, cfg) in actions

@@ -1,0 +1,29 @@
+"""Fixtures shared by the test folders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def no_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail loudly if a test would load the embedding model or the generator."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a model was about to load")
+
+    monkeypatch.setattr("dynakrag.retrieval.embeddings._load_minilm", refuse)
+    monkeypatch.setattr("dynakrag.llm.factory.chat_model_from_config", refuse)
+
+
+@pytest.fixture
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``DYNAKRAG_*`` setting from the caller's shell (the data folder excepted), and a
+    private cache folder."""
+    for name in list(os.environ):
+        if name.startswith("DYNAKRAG_") and name != "DYNAKRAG_DATA_DIR":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("DYNAKRAG_CACHE_DIR", str(tmp_path / "cache"))
