@@ -38,10 +38,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--split", default="eval", choices=("train", "eval"), help="default: eval")
     parser.add_argument(
         "--setting",
-        default="distractor",
         choices=SETTINGS,
         help="distractor: each question's own paragraphs; open: the split's pooled corpus "
-        "(default: distractor)",
+        "(default: distractor, open for the DS-RAG datasets, which have only their corpus)",
     )
     parser.add_argument("--method", required=True, choices=tuple(METHODS))
     parser.add_argument("--retriever", default="dense", choices=RETRIEVERS, help="default: dense")
@@ -104,10 +103,11 @@ def run_eval(args: argparse.Namespace) -> int:
         options["k"] = args.k
     # Built now so a bad policy or ablation fails before any data or model loads.
     method = get_method(args.method, no_answer=args.no_answer, **options)
+    setting = args.setting or ("open" if args.dataset.startswith("dsrag-") else "distractor")
     result = evaluate(
         args.dataset,
         args.split,
-        args.setting,
+        setting,
         method,
         retriever=args.retriever,
         limit=args.limit,

@@ -61,6 +61,11 @@ def test_eval_open_setting_on_dsrag(tmp_path: Path, capsys: pytest.CaptureFixtur
             "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     assert json.loads(out.read_text(encoding="utf-8"))["questions"][0]["id"] == 0
+    # DS-RAG has only its corpus: without --setting the open setting is the default.
+    argv.remove("--setting")
+    argv.remove("open")
+    assert main(argv) == 0
+    assert json.loads(out.read_text(encoding="utf-8"))["meta"]["setting"] == "open"
 
 
 def test_missing_data_folder_exits_2_with_one_line(
