@@ -70,6 +70,7 @@ from langchain_core.embeddings import Embeddings  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import BaseMessage  # noqa: E402
 from multihop import RESULTS, check_support_recall  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
 
 from dynakrag import prompts  # noqa: E402
 from dynakrag.configuration import Configuration  # noqa: E402
@@ -386,7 +387,8 @@ def table7_part(
             questions = qd_questions(experiment, args.qd_limit)
             print(f"[dsrag] table 7: {experiment}, {len(questions)} questions", file=sys.stderr)
             per_method: dict[str, list[dict[str, Any]]] = {m: [] for m in QD_METHODS}
-            for example in questions:
+            bar = tqdm(questions, desc=f"table 7 {experiment}", unit="q", disable=args.quiet)
+            for example in bar:
                 original, _ = entities(example.question, extractor)
                 for method, decompose in decomposers.items():
                     decomposition = decompose(example.question)
@@ -497,6 +499,8 @@ def table9_markdown(part: dict[str, Any]) -> str:
     def share(count: int | None) -> str:
         return "–" if count is None else f"{100 * count / PAPER_BGE_RERANKER:.2f}%"
 
+    frozen = counts.get("text_encoder")
+    encoder = _count(frozen) if frozen else "not counted (not a torch model)"
     lines = [
         "| model | parameters | % of BGE-Reranker-v2-m3 |",
         "|---|---|---|",
@@ -508,8 +512,7 @@ def table9_markdown(part: dict[str, Any]) -> str:
         f"{_count(whole)} | {share(whole)} |",
         "",
         f"Trainable: graph encoder {_count(counts['graph_encoder'])}, projection "
-        f"{_count(counts['projection'])}. Frozen text encoder: "
-        f"{_count(counts.get('text_encoder'))} (None: not a torch model). The paper does not "
+        f"{_count(counts['projection'])}. Frozen text encoder: {encoder}. The paper does not "
         "say what its GS count includes; its text encoder is text-embedding-3-large (an API "
         "model, 3072-d). Our reranker baselines use the same frozen MiniLM as a bi-encoder, so "
         "they add no parameters beyond the text encoder.",

@@ -52,7 +52,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DecompositionMethod = Literal["llm", "repaired", "fallback"]
+DecompositionMethod = Literal["llm", "repaired", "rules", "fallback"]
+"""``rules``: the rule path was asked for; ``fallback``: the LLM path failed and fell back."""
 
 CONJUNCTIONS: tuple[str, ...] = ("as well as", "whereas", "and", "or", "but", "nor")
 """The conjunctions EPQD splits at (besides commas). Words that are also prepositions or
@@ -289,7 +290,7 @@ def rule_decompose(question: str) -> Decomposition:
     text = str(question or "").strip()
     parts = segment_question(text)
     return Decomposition(
-        text, tuple(parts), tuple(rule_sub_questions(parts)), "fallback", note="rule-based"
+        text, tuple(parts), tuple(rule_sub_questions(parts)), "rules", note="rule-based"
     )
 
 

@@ -113,7 +113,7 @@ def test_smoke_all_tables_with_the_rule_extraction(
     # One chunk per criterion, one criterion per person on these rule-built graphs.
     assert dsrag["anc"] == pytest.approx(np.mean(people))
     assert dsrag["criteria_equal_people"] == 1.0 and dsrag["dics_modes"] == {"criteria": 2}
-    assert dsrag["decompositions"] == {"fallback": 2}  # the rule path
+    assert dsrag["decompositions"] == {"rules": 2}
     assert isinstance(dsrag["meets_bar"], bool)
     assert by["epqd-rerank-subq"]["retrieval_calls"] == dsrag["retrieval_calls"]
     runs = data["table8"]["runs"]

@@ -112,7 +112,7 @@ def test_rule_sub_questions_ranking_template() -> None:
         "Orvania, and later studied at Kestrel College, Tom Reyl and Will Smith?"
     )
     decomposition = rule_decompose(question)
-    assert decomposition.method == "fallback"
+    assert decomposition.method == "rules"
     assert list(decomposition.sub_questions) == [
         "Who's born date is the second earliest?",
         "Who's born date is the second earliest among Ada Voss?",

@@ -188,7 +188,7 @@ def test_dsrag_keeps_one_chunk_per_criterion(selector_path: Path) -> None:
     result = run(DsragMethod(), selector_path)
     details = result.details
     subs = rule_decompose(TWO_PEOPLE).sub_questions
-    assert details["sub_questions"] == list(subs) and details["decomposition"] == "fallback"
+    assert details["sub_questions"] == list(subs) and details["decomposition"] == "rules"
     # Two people: two criteria (birth date -> Taylor Swift, birth date -> Neil Armstrong ...).
     assert details["core"] == "birth date" and details["criteria_fallback"] is None
     assert len(details["criteria"]) == 2 and details["dics_mode"] == "criteria"
