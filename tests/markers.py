@@ -15,3 +15,19 @@ NEEDS_EMBEDDED_MODEL = [
     ),
 ]
 """Tests that run the real embedded generator: slow, skipped where it is not installed."""
+
+
+def have_data() -> bool:
+    from dynakrag.eval.datasets import data_dir
+
+    try:
+        return (data_dir() / "splits.json").is_file()
+    except Exception:
+        return False
+
+
+needs_data = pytest.mark.skipif(
+    not have_data(),
+    reason="benchmark data not found: set DYNAKRAG_DATA_DIR to the shared data folder",
+)
+"""Tests that read the shared benchmark samples (``DYNAKRAG_DATA_DIR``)."""

@@ -3,9 +3,7 @@ reader and BM25 (seconds; no model is loaded)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -13,37 +11,22 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from dynakrag.eval.datasets import data_dir
 from dynakrag.policy.features import FEATURE_NAMES, N_STATE_FEATURES
 from dynakrag.policy.forest import TreeEnsemble
 from dynakrag.policy.learned import LearnedPolicy
+from tests.benchmark_scripts import benchmark_module
+from tests.markers import needs_data
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "controller.py"
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def _have_data() -> bool:
-    try:
-        return (data_dir() / "splits.json").is_file()
-    except Exception:
-        return False
-
-
-pytestmark = pytest.mark.skipif(
-    not _have_data(),
-    reason="benchmark data not found: set DYNAKRAG_DATA_DIR to the shared data folder",
-)
+pytestmark = needs_data
 
 
 @pytest.fixture(scope="module")
 def benchmark() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("controller_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    with benchmark_module("controller") as module:
+        yield module
 
 
 @pytest.fixture(autouse=True)

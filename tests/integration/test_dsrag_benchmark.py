@@ -4,9 +4,7 @@ BM25 and a tiny GS selector over hashed bag-of-words vectors (seconds; no model 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -15,35 +13,21 @@ import numpy as np
 import pytest
 import torch
 
-from dynakrag.eval.datasets import data_dir, load_examples
+from dynakrag.eval.datasets import load_examples
+from tests.benchmark_scripts import benchmark_module
 from tests.fakes import HashedWords
+from tests.markers import needs_data
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "dsrag.py"
 DIM = 32
 
 
-def _have_data() -> bool:
-    try:
-        return (data_dir() / "splits.json").is_file()
-    except Exception:
-        return False
-
-
-pytestmark = pytest.mark.skipif(
-    not _have_data(),
-    reason="benchmark data not found: set DYNAKRAG_DATA_DIR to the shared data folder",
-)
+pytestmark = needs_data
 
 
 @pytest.fixture(scope="module")
 def benchmark() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("dsrag_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    with benchmark_module("dsrag") as module:
+        yield module
 
 
 @pytest.fixture(scope="module")

@@ -9,20 +9,7 @@ from pathlib import Path
 import pytest
 
 from dynakrag.cli import main
-from dynakrag.eval.datasets import data_dir
-
-
-def _have_data() -> bool:
-    try:
-        return (data_dir() / "splits.json").is_file()
-    except Exception:
-        return False
-
-
-needs_data = pytest.mark.skipif(
-    not _have_data(),
-    reason="benchmark data not found: set DYNAKRAG_DATA_DIR to the shared data folder",
-)
+from tests.markers import needs_data
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ from dynakrag import build_graph, cli
 from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
-from dynakrag.eval.datasets import data_dir, load_examples
+from dynakrag.eval.datasets import load_examples
 from dynakrag.eval.methods import (
     ABLATIONS,
     DynakragMethod,
@@ -36,6 +36,7 @@ from dynakrag.policy.learned import LearnedPolicy
 from dynakrag.training.collect import demo_examples
 from dynakrag.training.replay import replay
 from tests.fakes import KeywordSearcher, demo_chat_model
+from tests.markers import needs_data
 
 CFG = Configuration()
 EXAMPLES = demo_examples()
@@ -49,19 +50,6 @@ def llm() -> LLMClient:
 
 def searcher() -> KeywordSearcher:
     return KeywordSearcher(EXAMPLES[0].passages)
-
-
-def _have_data() -> bool:
-    try:
-        return (data_dir() / "splits.json").is_file()
-    except Exception:
-        return False
-
-
-needs_data = pytest.mark.skipif(
-    not _have_data(),
-    reason="benchmark data not found: set DYNAKRAG_DATA_DIR to the shared data folder",
-)
 
 
 def _tree(feature: list[int], threshold: list[float], value: list[float], n: int) -> TreeEnsemble:

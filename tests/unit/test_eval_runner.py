@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage
 from dynakrag import prompts
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
-from dynakrag.eval.datasets import data_dir, load_examples
+from dynakrag.eval.datasets import load_examples
 from dynakrag.eval.methods import (
     METHODS,
     AnswerlessLLM,
@@ -36,6 +36,7 @@ from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
 from tests.fakes import KeywordSearcher, demo_responder, passages_in
+from tests.markers import have_data, needs_data
 
 QUESTION_KEYS = {
     "id",
@@ -71,19 +72,6 @@ META_KEYS = {
 }
 
 
-def _have_data() -> bool:
-    try:
-        return (data_dir() / "splits.json").is_file()
-    except Exception:
-        return False
-
-
-needs_data = pytest.mark.skipif(
-    not _have_data(),
-    reason="benchmark data not found: set DYNAKRAG_DATA_DIR to the shared data folder",
-)
-
-
 class Recorder:
     """A gold-aware fake reader (``tests.fakes.demo_responder``, plus IRCoT) that records the
     system prompt of every call the model really receives."""
@@ -113,7 +101,7 @@ class Recorder:
 
 @pytest.fixture(scope="module")
 def hotpot() -> list[Any]:
-    if not _have_data():
+    if not have_data():
         pytest.skip("benchmark data not found: set DYNAKRAG_DATA_DIR")
     return load_examples("hotpotqa", "eval", 2)
 
