@@ -10,7 +10,7 @@ export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGGRAPH_NO_VERSION_CHECK := true
 export LANGSMITH_TRACING := false
 
-.PHONY: setup demo test lint studio clean default-policy
+.PHONY: setup demo test lint studio clean default-policy default-selector
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,10 @@ default-policy: setup
 	done
 	$(VENV)/bin/dynakrag train --trajectories $(POLICY_RUNS)/*.jsonl --seed 13 \
 	  --out dynakrag/policy/models/default_policy.npz
+
+# The shipped DICS selection model: all DS-RAG train rows, rule criteria, seed 13.
+default-selector: setup
+	$(VENV)/bin/dynakrag train-selector --seed 13 --out dynakrag/dsrag/models/gs-selector.npz
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .langgraph_api

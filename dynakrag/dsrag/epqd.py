@@ -117,6 +117,9 @@ _RELATIVES = frozenset({"who", "which", "that", "whom"})
 _SUBJECT_PRONOUNS = frozenset({"he", "she", "they", "it"})
 _POSSESSIVE_PRONOUNS = frozenset({"his", "her", "their", "its"})
 _PLACE_PREPOSITIONS = frozenset({"in"})  # "born in Wapakoneta, Ohio"
+_KIN = frozenset(
+    {"son", "daughter", "child", "children", "wife", "husband", "brother", "sister", "parents"}
+)  # "the son of Stephen Koenig Armstrong and Viola Louise Engel"
 _COMMON_VERBS = frozenset(
     {
         "became", "become", "becomes", "began", "born", "built", "came", "died", "faced",
@@ -135,6 +138,9 @@ class _Item:
     preposition: str
     text: str
     name: str
+    person_like: bool = True
+    """False for "the X": an organisation, never a list item ("... attended Purdue
+    University and the University of Southern California")."""
 
 
 def _item(part: str) -> _Item | None:
@@ -152,7 +158,7 @@ def _item(part: str) -> _Item | None:
         return None
     if any(w.lower() not in _TAIL_WORDS for w in after):
         return None
-    return _Item(preposition, part, span.text)
+    return _Item(preposition, part, span.text, person_like=not before)
 
 
 def _question(text: str) -> str:
@@ -202,11 +208,15 @@ def _is_new_question(part: str, anchor: str | None) -> bool:
 
 
 def _ends_with_place(part: str) -> bool:
+    """The part ends with a name that the next name continues: a place ("in Wapakoneta" +
+    "Ohio") or a relative ("the son of Stephen Koenig Armstrong" + "Viola Louise Engel")."""
     ending = _last_name(part)
     if ending is None or part[ending.end :].strip(' "”'):
         return False
-    before = part[: ending.start].split()
-    return bool(before) and before[-1].lower() in _PLACE_PREPOSITIONS
+    before = [w.lower() for w in part[: ending.start].split()]
+    if before and before[-1] in _PLACE_PREPOSITIONS:
+        return True
+    return len(before) >= 2 and before[-1] == "of" and before[-2] in _KIN
 
 
 def rule_sub_questions(parts: Sequence[str]) -> list[str]:
@@ -229,7 +239,8 @@ def rule_sub_questions(parts: Sequence[str]) -> list[str]:
     parts = [str(p).strip(_PART_EDGES) for p in parts if str(p).strip(_PART_EDGES)]
     if not parts:
         return []
-    is_item = [_item(part) is not None for part in parts]
+    items = [_item(part) for part in parts]
+    is_item = [item is not None and item.person_like for item in items]
     trailing = len(parts)
     while trailing > 0 and is_item[trailing - 1]:
         trailing -= 1
@@ -240,10 +251,14 @@ def rule_sub_questions(parts: Sequence[str]) -> list[str]:
     kind = "head"
     for index in range(1, len(parts)):
         part, previous = parts[index], subs[-1]
-        item = _item(part)
+        item = items[index]
         if item is not None:
-            list_item = kind in {"head", "item"} or (
-                index >= trailing and not (index == trailing and _ends_with_place(parts[index - 1]))
+            list_item = item.person_like and (
+                kind in {"head", "item"}
+                or (
+                    index >= trailing
+                    and not (index == trailing and _ends_with_place(parts[index - 1]))
+                )
             )
             if list_item:
                 if slot is not None:

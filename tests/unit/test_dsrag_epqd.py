@@ -244,3 +244,30 @@ def test_baseline_decompose_free_count() -> None:
     assert bad.method == "fallback" and bad.sub_questions == (PAPER_QUESTION,)
     failed = baseline_decompose(client(Script(RuntimeError("x"))), PAPER_QUESTION)
     assert failed.sub_questions == (PAPER_QUESTION,)
+
+
+def test_rule_sub_questions_organisations_and_relatives_continue_a_description() -> None:
+    # "the X" after "and" is an organisation the description goes on with, not a new person.
+    parts = segment_question(
+        "Who is older among Ada Voss, who attended Kestrel College and the University of "
+        "Velford, Tom Reyl and Will Smith?"
+    )
+    assert rule_sub_questions(parts) == [
+        "Who is older among Ada Voss?",
+        "Is it true that Ada Voss attended Kestrel College?",
+        "Is it true that Ada Voss attended the University of Velford?",
+        "Who is older among Tom Reyl?",
+        "Who is older among Will Smith?",
+    ]
+    # A second parent after "the son of X and" is coordinated with X.
+    parts = segment_question(
+        "Is nationality of Ada Voss, who was the son of Tom Voss and Mara Lind, Will Smith "
+        "and Tom Reyl the same?"
+    )
+    subs = rule_sub_questions(parts)
+    assert "Is it true that Ada Voss was the son of Mara Lind?" in subs
+    assert [s for s in subs if s.startswith("Is nationality of")] == [
+        "Is nationality of Ada Voss?",
+        "Is nationality of Will Smith?",
+        "Is nationality of Tom Reyl the same?",
+    ]
