@@ -49,7 +49,7 @@ if str(_HERE) not in sys.path:
 
 from langchain_core.embeddings import Embeddings  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
-from multihop import QA_DATASETS, RESULTS, check_support_recall  # noqa: E402
+from multihop import QA_DATASETS, add_run_options, check_support_recall  # noqa: E402
 
 from dynakrag.configuration import Configuration  # noqa: E402
 from dynakrag.errors import UserInputError  # noqa: E402
@@ -311,12 +311,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lambdas", nargs="+", type=float, default=list(LAMBDAS))
     parser.add_argument("--oracle-horizon", type=int, default=2, help="oracle look-ahead")
     parser.add_argument("--no-answer", action="store_true", help="skip final answers (no F1/EM)")
-    parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--fake-llm", action="store_true", help="the tests' scripted reader")
-    parser.add_argument("--no-cache", action="store_true", help="do not use the LLM disk cache")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.add_argument("--out-dir", type=Path, default=RESULTS)
-    parser.add_argument("--name", default="controller", help="name of the result files")
+    add_run_options(parser, "controller", "the tests' scripted reader")
     return parser.parse_args(argv)
 
 

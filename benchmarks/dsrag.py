@@ -69,7 +69,7 @@ if str(_HERE) not in sys.path:
 from langchain_core.embeddings import Embeddings  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import BaseMessage  # noqa: E402
-from multihop import RESULTS, check_support_recall  # noqa: E402
+from multihop import add_run_options, check_support_recall  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from dynakrag import prompts  # noqa: E402
@@ -542,12 +542,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--selector", type=Path, default=None, help="GS model file (shipped)")
     parser.add_argument("--no-answer", action="store_true", help="skip final answers (no ANLS)")
-    parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--fake-llm", action="store_true", help="a scripted stand-in (smoke)")
-    parser.add_argument("--no-cache", action="store_true", help="do not use the LLM disk cache")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.add_argument("--out-dir", type=Path, default=RESULTS)
-    parser.add_argument("--name", default="dsrag", help="name of the result files")
+    add_run_options(parser, "dsrag", "a scripted stand-in (smoke)")
     return parser.parse_args(argv)
 
 

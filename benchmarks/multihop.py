@@ -60,6 +60,17 @@ class _Precomputed(Embeddings):
         return self.inner.embed_query(text)
 
 
+def add_run_options(parser: argparse.ArgumentParser, name: str, fake_llm_help: str) -> None:
+    """The options every evaluation benchmark shares: seed, the scripted model, the LLM disk
+    cache, progress bars and where the result files go."""
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--fake-llm", action="store_true", help=fake_llm_help)
+    parser.add_argument("--no-cache", action="store_true", help="do not use the LLM disk cache")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS)
+    parser.add_argument("--name", default=name, help="name of the result files")
+
+
 def retrieval_part(datasets: list[str], batch_size: int) -> list[dict[str, Any]]:
     """Support recall @5/@10, query latency and index build cost per retriever and dataset."""
     embeddings = default_embeddings(batch_size=batch_size)
