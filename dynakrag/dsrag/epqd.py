@@ -207,7 +207,7 @@ def _is_new_question(part: str, anchor: str | None) -> bool:
     return not (anchor and words[0] in _RELATIVES)
 
 
-def _ends_with_place(part: str) -> bool:
+def _ends_with_continued_name(part: str) -> bool:
     """The part ends with a name that the next name continues: a place ("in Wapakoneta" +
     "Ohio") or a relative ("the son of Stephen Koenig Armstrong" + "Viola Louise Engel")."""
     ending = _last_name(part)
@@ -257,7 +257,7 @@ def rule_sub_questions(parts: Sequence[str]) -> list[str]:
                 kind in {"head", "item"}
                 or (
                     index >= trailing
-                    and not (index == trailing and _ends_with_place(parts[index - 1]))
+                    and not (index == trailing and _ends_with_continued_name(parts[index - 1]))
                 )
             )
             if list_item:

@@ -699,7 +699,7 @@ def _json_safe(value: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 # The shipped model
 
-_DEFAULT_LOCK = threading.Lock()
+_LOADED_LOCK = threading.Lock()
 _LOADED: dict[tuple[Path, int], GraphSelector] = {}  # by (resolved path, mtime in ns)
 
 
@@ -709,7 +709,7 @@ def load_default_selector(path: str | os.PathLike[str] | None = None) -> GraphSe
     reloaded). Raises :class:`ModelUnavailableError` when it is not installed and
     :class:`SelectorFileError` when it is damaged."""
     target = Path(path) if path is not None else DEFAULT_MODEL_PATH
-    with _DEFAULT_LOCK:
+    with _LOADED_LOCK:
         if not target.is_file():
             raise ModelUnavailableError(
                 f"no trained GS selector at {target}: train one with 'dynakrag train-selector "

@@ -20,7 +20,7 @@ from typing import Any
 
 from dynakrag.cli import positive_int
 from dynakrag.errors import UserInputError
-from dynakrag.eval.datasets import DATASETS
+from dynakrag.eval.datasets import DATASETS, default_setting
 from dynakrag.eval.methods import ABLATIONS, METHODS, ORACLE, get_method
 from dynakrag.eval.runner import RETRIEVERS, SETTINGS
 
@@ -103,7 +103,7 @@ def run_eval(args: argparse.Namespace) -> int:
         options["k"] = args.k
     # Built now so a bad policy or ablation fails before any data or model loads.
     method = get_method(args.method, no_answer=args.no_answer, **options)
-    setting = args.setting or ("open" if args.dataset.startswith("dsrag-") else "distractor")
+    setting = args.setting or default_setting(args.dataset)
     result = evaluate(
         args.dataset,
         args.split,

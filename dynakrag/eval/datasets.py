@@ -78,6 +78,7 @@ __all__ = [
 ]
 
 DATASETS: tuple[str, ...] = ("hotpotqa", "2wiki", "musique", "dsrag-ranking", "dsrag-comparison")
+
 Split = Literal["train", "eval"]
 SPLITS: tuple[str, ...] = ("train", "eval")
 DATA_DIR_ENV = "DYNAKRAG_DATA_DIR"
@@ -749,6 +750,12 @@ def _parse_dsrag_file(path: Path, dataset: str, source: str) -> tuple[QAExample 
         except _ROW_ERRORS as exc:
             raise _malformed_row(exc, index, path) from exc
     return tuple(out)
+
+
+def default_setting(dataset: str) -> str:
+    """``distractor`` where rows carry their own paragraphs; ``open`` for DS-RAG, which has
+    only its corpus."""
+    return "open" if dataset.startswith("dsrag") else "distractor"
 
 
 def dsrag_corpus() -> list[Passage]:
