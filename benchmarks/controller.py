@@ -52,8 +52,8 @@ from langchain_core.language_models import BaseChatModel  # noqa: E402
 from multihop import QA_DATASETS, add_run_options, check_support_recall  # noqa: E402
 
 from dynakrag.configuration import Configuration  # noqa: E402
+from dynakrag.data.datasets import load_examples  # noqa: E402
 from dynakrag.errors import UserInputError  # noqa: E402
-from dynakrag.eval.datasets import load_examples  # noqa: E402
 from dynakrag.eval.methods import ABLATIONS, ORACLE, DynakragMethod  # noqa: E402
 from dynakrag.eval.runner import evaluate, git_commit  # noqa: E402
 

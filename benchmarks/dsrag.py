@@ -74,6 +74,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 from dynakrag import prompts  # noqa: E402
 from dynakrag.configuration import Configuration  # noqa: E402
+from dynakrag.data.datasets import QAExample, load_examples  # noqa: E402
 from dynakrag.dsrag.epqd import (  # noqa: E402
     EPQD,
     Decomposition,
@@ -91,7 +92,6 @@ from dynakrag.dsrag.question_graph import (  # noqa: E402
     name_spans,
 )
 from dynakrag.errors import DynakragError, UserInputError  # noqa: E402
-from dynakrag.eval.datasets import QAExample, load_examples  # noqa: E402
 from dynakrag.eval.metrics import entity_addition_rate, entity_omission_rate  # noqa: E402
 from dynakrag.eval.report import compare_table  # noqa: E402
 from dynakrag.eval.runner import _make_llm, evaluate, git_commit  # noqa: E402

@@ -31,7 +31,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from dynakrag.configuration import Configuration
-from dynakrag.eval.datasets import dsrag_corpus, load_examples, open_corpus
+from dynakrag.data.datasets import dsrag_corpus, load_examples, open_corpus
 from dynakrag.eval.metrics import support_recall
 from dynakrag.eval.report import compare_table
 from dynakrag.eval.runner import evaluate

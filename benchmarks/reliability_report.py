@@ -137,7 +137,7 @@ def measure_injection(limit: int) -> str:
     """Markdown: how often the real generator's answer follows injected instructions."""
     sys.path.insert(0, str(REPO_ROOT))
     from dynakrag.configuration import Configuration
-    from dynakrag.eval.demo import demo_passages
+    from dynakrag.data.demo import demo_passages
     from dynakrag.eval.metrics import exact_match
     from dynakrag.graph.builder import build_graph
     from dynakrag.llm.embedded import embedded_available

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from dynakrag.configuration import Configuration
-from dynakrag.eval.datasets import load_examples, open_corpus
+from dynakrag.data.datasets import load_examples, open_corpus
 from dynakrag.eval.metrics import exact_match, f1_score, support_recall
 from dynakrag.llm.factory import chat_model_from_config, describe_backend
 from dynakrag.llm.routing import (

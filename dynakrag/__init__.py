@@ -13,7 +13,7 @@ from dynakrag.errors import (
     UserInputError,
 )
 from dynakrag.graph.builder import build_graph, validate_question
-from dynakrag.graph.state import ACTIONS
+from dynakrag.state import ACTIONS
 
 __version__ = "0.1.0"
 

@@ -18,7 +18,7 @@ NEEDS_EMBEDDED_MODEL = [
 
 
 def have_data() -> bool:
-    from dynakrag.eval.datasets import data_dir
+    from dynakrag.data.datasets import data_dir
 
     try:
         return (data_dir() / "splits.json").is_file()

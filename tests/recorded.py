@@ -63,8 +63,8 @@ SELECTION_PASSAGES: tuple[tuple[str, str], ...] = (
 def policy_decisions() -> list[dict[str, Any]]:
     """Every step the shipped learned policy takes on the demo questions, per setting."""
     from dynakrag.configuration import Configuration
-    from dynakrag.eval.demo import demo_passages
-    from dynakrag.eval.demo_corpus import generate_demo_corpus
+    from dynakrag.data.demo import demo_passages
+    from dynakrag.data.demo_corpus import generate_demo_corpus
     from dynakrag.graph.builder import build_graph
     from tests.fakes import KeywordSearcher, demo_chat_model
 
@@ -117,9 +117,7 @@ def selector_selections() -> list[dict[str, Any]]:
 
 def current() -> dict[str, Any]:
     """The values the current code gives on the recorded inputs (JSON-normalised)."""
-    return json.loads(
-        json.dumps({"policy": policy_decisions(), "selector": selector_selections()})
-    )
+    return json.loads(json.dumps({"policy": policy_decisions(), "selector": selector_selections()}))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from typing import Any
 
 from dynakrag.actions.common import Resources, acquisition_update
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import State
+from dynakrag.state import State
 
 
 def pending_bridge_entities(state: State) -> list[str]:

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import Document, State
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.provenance import search_with_provenance
+from dynakrag.state import Document, State
 
 
 @dataclass

@@ -12,8 +12,8 @@ from typing import Any
 
 from dynakrag.actions.common import Resources, action_update, content_words, looks_like_value
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import Document, State
 from dynakrag.llm.client import NO_USAGE, Usage
+from dynakrag.state import Document, State
 
 
 def support_score(doc: Document, focus_words: set[str], answers: list[str]) -> float:

@@ -7,7 +7,7 @@ from typing import Any
 from dynakrag import prompts
 from dynakrag.actions.common import Resources, acquisition_update, evidence_window
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import State
+from dynakrag.state import State
 
 
 def rewrite_query(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:

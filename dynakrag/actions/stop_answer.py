@@ -7,7 +7,7 @@ from typing import Any
 from dynakrag import prompts
 from dynakrag.actions.common import Resources, action_update, evidence_window, looks_like_value
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import State
+from dynakrag.state import State
 
 
 def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:

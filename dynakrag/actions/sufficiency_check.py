@@ -20,8 +20,8 @@ from dynakrag.actions.common import (
     question_names,
 )
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import Document, State, SubQuestion
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
+from dynakrag.state import Document, State, SubQuestion
 
 MAX_SUB_QUESTIONS = 5
 # EPQD makes one sub-question per part; long DS-RAG questions have up to ~10 parts.

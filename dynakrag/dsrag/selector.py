@@ -26,7 +26,7 @@ The model scores a selection criterion against retrieved chunks by cosine simila
 
 Files
     ``<name>.npz`` holds the weights (float32 arrays named by the module's ``state_dict``
-    keys), written and read by :mod:`dynakrag.policy.forest`'s ``write_arrays`` /
+    keys), written and read by :mod:`dynakrag.policy.value_model`'s ``write_arrays`` /
     ``read_arrays``: a zip of ``.npy`` arrays loaded with ``allow_pickle=False`` after every
     header was checked, so loading never runs code from the file. ``<name>.json`` beside it
     holds the metadata: format, schema version, architecture, encoder, temperature, training
@@ -55,7 +55,7 @@ from torch.nn import functional as F
 
 from dynakrag.dsrag.types import CriterionGraph
 from dynakrag.errors import ConfigurationError, ModelUnavailableError
-from dynakrag.policy.forest import PolicyFileError, read_arrays, write_arrays
+from dynakrag.policy.value_model import PolicyFileError, read_arrays, write_arrays
 from dynakrag.retrieval.dense import model_name_of
 
 if TYPE_CHECKING:

@@ -54,7 +54,7 @@ from dynakrag.errors import ConfigurationError, UserInputError
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-    from dynakrag.eval.datasets import QAExample
+    from dynakrag.data.datasets import QAExample
     from dynakrag.retrieval.base import Searcher
     from dynakrag.retrieval.passage import Passage
 
@@ -204,7 +204,7 @@ def load_training_questions(
     limit: int | None = None, datasets: Sequence[str] = DSRAG_DATASETS
 ) -> list[QAExample]:
     """The TRAIN rows of each DS-RAG dataset (the first ``limit`` of each)."""
-    from dynakrag.eval.datasets import load_examples
+    from dynakrag.data.datasets import load_examples
 
     return [q for dataset in datasets for q in load_examples(dataset, "train", limit)]
 
@@ -242,13 +242,13 @@ def build_selection_examples(
 ) -> tuple[list[SelectionExample], BuildStats]:
     """Selection examples from DS-RAG questions (see the module doc).
 
-    ``corpus`` defaults to :func:`~dynakrag.eval.datasets.dsrag_corpus`; ``searcher`` to a
+    ``corpus`` defaults to :func:`~dynakrag.data.datasets.dsrag_corpus`; ``searcher`` to a
     BM25 index over it. Questions must carry ``meta["gt_doc"]`` and ``meta["gold_groups"]``.
     """
     from tqdm import tqdm
 
     if corpus is None:
-        from dynakrag.eval.datasets import dsrag_corpus
+        from dynakrag.data.datasets import dsrag_corpus
 
         corpus = dsrag_corpus()
     text_of = {p.id: p.text for p in corpus}

@@ -31,7 +31,7 @@ one exception is a gold-aware upper bound (``Method.needs_gold``), whose ``run``
     The DynaKRAG graph with the configured (or given) policy; evidence, trace and accounting
     come from the final state. ``policy`` is any policy name or file (``heuristic``,
     ``uniform``, ``fixed``, a trained ``.npz``) or ``"oracle"``: the gold-aware upper bound
-    (:class:`~dynakrag.policy.baselines.OraclePolicy`), built per question from the gold the
+    (:class:`~dynakrag.eval.oracle.OraclePolicy`), built per question from the gold the
     runner passes (``needs_gold``) and refused without it. ``ablate`` switches parts off
     (:data:`ABLATIONS`): ``sufficiency`` (``sufficiency_check`` taken out of the valid set the
     policy ranks), ``compression`` (``compress_answer_evidence`` passes the evidence through:
@@ -623,7 +623,8 @@ class DynakragMethod(Method):
     ) -> Policy:
         """The policy of one question, with the ablations applied."""
         from dynakrag.actions.common import Resources
-        from dynakrag.policy.baselines import OraclePolicy, WithoutActions
+        from dynakrag.eval.oracle import OraclePolicy
+        from dynakrag.policy.ablation import WithoutActions
         from dynakrag.policy.learned import LearnedPolicy
 
         spec = self.policy if self.policy is not None else cfg.policy
@@ -652,8 +653,8 @@ class DynakragMethod(Method):
         gold: Sequence[Any] | None = None,
     ) -> MethodResult:
         """Answer ``question``; ``gold`` is read by the oracle policy only."""
+        from dynakrag.eval.oracle import OraclePolicy
         from dynakrag.graph.builder import build_graph
-        from dynakrag.policy.baselines import OraclePolicy
 
         cfg = self.configured(cfg)
         client: LLMClient = AnswerlessLLM(llm) if self.no_answer else llm

@@ -21,7 +21,7 @@ Gold evidence
     (``str``) or a non-string collection of ids. A collection is *one* gold item that is
     satisfied by any of its ids: DS-RAG inserts every ground-truth sentence into the corpus
     several times, so one gold sentence maps to several equally good chunks (see
-    :attr:`dynakrag.eval.datasets.QAExample.gold_sets`). Plain ids behave as singleton items,
+    :attr:`dynakrag.data.datasets.QAExample.gold_sets`). Plain ids behave as singleton items,
     which gives the usual set-based definitions. Identical items are counted once.
 """
 
@@ -32,6 +32,7 @@ import re
 import string
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "GoldItems",
@@ -229,6 +230,11 @@ def support_recall(evidence_ids: Iterable[str], gold: GoldItems) -> float:
     :func:`context_recall`, named for the multi-hop benchmarks. No gold gives 0.0.
     """
     return context_recall(evidence_ids, gold)
+
+
+def state_support_recall(state: Mapping[str, Any], gold: GoldItems) -> float:
+    """SR of a run state's evidence against ``gold`` (ids, or one id collection per item)."""
+    return support_recall([doc["id"] for doc in state.get("evidence") or []], gold)
 
 
 def context_f1(retrieved_ids: Sequence[str], gold: GoldItems) -> float:

@@ -55,9 +55,9 @@ from langchain_core.language_models import BaseChatModel
 from tqdm import tqdm
 
 from dynakrag.configuration import Configuration
+from dynakrag.data.datasets import QAExample, load_examples, open_corpus
 from dynakrag.errors import CorpusError, UserInputError
 from dynakrag.eval import metrics
-from dynakrag.eval.datasets import QAExample, load_examples, open_corpus
 from dynakrag.eval.methods import Method, MethodResult, get_method
 from dynakrag.llm.cache import CachedChatModel, SQLiteLLMCache, model_identity
 from dynakrag.llm.client import LLMClient
@@ -380,7 +380,7 @@ def evaluate(
     ``seed`` (default: the configuration's) seeds Python's and NumPy's generators and sets the
     configuration's ``seed``. ``out``: write the result there as JSON, plus ``<out>.md`` and
     ``<out>.png`` when ``report``. Raises :class:`UserInputError` (or a subclass such as
-    :class:`~dynakrag.eval.datasets.DataMissingError`) for unusable arguments or data.
+    :class:`~dynakrag.data.datasets.DataMissingError`) for unusable arguments or data.
     """
     if setting not in SETTINGS:
         raise UserInputError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")

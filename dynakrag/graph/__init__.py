@@ -1,6 +1,6 @@
-"""The DynaKRAG state machine: state, wiring and the controller's router."""
+"""The DynaKRAG state machine: wiring, validity layer, controller, replay outside the graph."""
 
 from dynakrag.graph.builder import build_graph
-from dynakrag.graph.state import ACTIONS, InputState, State
+from dynakrag.state import ACTIONS, InputState, State
 
 __all__ = ["ACTIONS", "InputState", "State", "build_graph"]

@@ -26,8 +26,13 @@ from dynakrag.actions.stop_answer import stop_answer
 from dynakrag.actions.sufficiency_check import sufficiency_check
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
-from dynakrag.graph.router import decide, route
-from dynakrag.graph.state import (
+from dynakrag.graph.controller import decide, route
+from dynakrag.llm.client import LLMClient
+from dynakrag.policy.base import Policy
+from dynakrag.policy.registry import resolve_policy
+from dynakrag.retrieval.base import Searcher
+from dynakrag.retrieval.provenance import search_with_provenance
+from dynakrag.state import (
     ACQUISITION_ACTIONS,
     ACTIONS,
     ADDITIVE_FIELDS,
@@ -35,11 +40,6 @@ from dynakrag.graph.state import (
     State,
     initial_state,
 )
-from dynakrag.llm.client import LLMClient
-from dynakrag.policy.base import Policy
-from dynakrag.policy.registry import resolve_policy
-from dynakrag.retrieval.base import Searcher
-from dynakrag.retrieval.provenance import search_with_provenance
 
 ActionFn = Callable[[State, Resources, Configuration], dict[str, Any]]
 
@@ -137,7 +137,7 @@ def build_graph(
 
             llm = llm_client_from_config(base)
     if searcher is None:
-        from dynakrag.eval.demo import demo_searcher
+        from dynakrag.data.demo import demo_searcher
 
         searcher = LazySearcher(lambda: demo_searcher(base))
     resources = Resources(searcher=searcher, llm=llm)

@@ -680,7 +680,7 @@ def train_contexts(
 ) -> list[tuple[str, list[PassageLike]]]:
     """``(question, top-k passages)`` for the **train** rows of ``dataset`` (never eval rows),
     the input of :meth:`GeneratorRouter.fit_thresholds`."""
-    from dynakrag.eval.datasets import load_examples
+    from dynakrag.data.datasets import load_examples
 
     examples = load_examples(dataset, "train", limit=limit)
     return [(e.question, [p for p, _ in searcher.search(e.question, k)]) for e in examples]

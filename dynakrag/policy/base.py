@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import ACTIONS, State
+from dynakrag.state import ACTIONS, State
 
 ACTION_COSTS: dict[str, float] = {
     "retrieve_more": 1.0,

@@ -60,7 +60,7 @@ import numpy as np
 from dynakrag.actions.bridge_entity_expand import pending_bridge_entities
 from dynakrag.actions.common import content_words, question_names
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import ACTIONS, State
+from dynakrag.state import ACTIONS, State
 
 __all__ = [
     "ACTION_FEATURE_NAMES",

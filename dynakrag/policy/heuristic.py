@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import State
 from dynakrag.policy.base import Policy
+from dynakrag.state import State
 
 
 class HeuristicPolicy(Policy):

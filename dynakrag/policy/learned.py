@@ -10,7 +10,7 @@ is valid, ``stop_answer`` and ``compress_answer_evidence`` lose ``guard_penalty`
 more than any support-recall value), so the controller does not stop early.
 ``ablate_continuation=True`` switches the guard off (the ablation).
 
-One file holds everything (see :mod:`dynakrag.policy.forest` for the format and why loading
+One file holds everything (see :mod:`dynakrag.policy.value_model` for the format and why loading
 runs no code): both ensembles, the policy schema version, ``FEATURE_SCHEMA_VERSION`` and the
 feature names, the per-action costs used in ``v - lambda * c``, the hyper-parameters and the
 SHA-256 of the training records.
@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import ACQUISITION_ACTIONS, ACTIONS, TERMINAL_ACTIONS, State
 from dynakrag.policy.base import ACTION_COSTS, Policy
 from dynakrag.policy.features import (
     FEATURE_NAMES,
@@ -39,7 +38,8 @@ from dynakrag.policy.features import (
     featurize_many,
     state_features,
 )
-from dynakrag.policy.forest import PolicyFileError, TreeEnsemble, read_arrays, write_arrays
+from dynakrag.policy.value_model import PolicyFileError, TreeEnsemble, read_arrays, write_arrays
+from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, TERMINAL_ACTIONS, State
 
 __all__ = [
     "FILE_FORMAT",

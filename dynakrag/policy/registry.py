@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dynakrag.errors import ConfigurationError
 from dynakrag.policy.base import Policy
-from dynakrag.policy.baselines import FixedSchedulePolicy
+from dynakrag.policy.fixed import FixedSchedulePolicy
 from dynakrag.policy.heuristic import HeuristicPolicy
 from dynakrag.policy.uniform import UniformPolicy
 

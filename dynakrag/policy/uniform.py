@@ -7,8 +7,8 @@ import zlib
 from collections.abc import Sequence
 
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import State
 from dynakrag.policy.base import Policy
+from dynakrag.state import State
 
 
 class UniformPolicy(Policy):

@@ -207,13 +207,13 @@ class IDFThresholds:
     ) -> IDFThresholds:
         """:meth:`fit` on the questions of ``dataset``'s **train** split (never eval rows).
 
-        ``bm25=None`` indexes the train rows' own paragraphs (:func:`~dynakrag.eval.datasets.
+        ``bm25=None`` indexes the train rows' own paragraphs (:func:`~dynakrag.data.datasets.
         open_corpus` of the train examples): use it when the retrieval corpus is built per split
         (distractor/open pools), since train questions' entities are absent from the eval pool.
         Keep ``limit`` near the number of eval questions so both corpora have a similar size
         (idf grows with it).
         """
-        from dynakrag.eval.datasets import load_examples, open_corpus
+        from dynakrag.data.datasets import load_examples, open_corpus
 
         examples = load_examples(dataset, "train", limit=limit)
         if bm25 is None:

@@ -59,18 +59,18 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from dynakrag.actions.common import Resources
-from dynakrag.actions.validity import valid_actions
 from dynakrag.configuration import Configuration
+from dynakrag.data.datasets import QAExample
 from dynakrag.errors import UserInputError
-from dynakrag.eval.datasets import QAExample
-from dynakrag.eval.metrics import support_recall
-from dynakrag.graph.state import ACQUISITION_ACTIONS, State
+from dynakrag.eval.metrics import state_support_recall
+from dynakrag.graph.replay import initial_state, step
+from dynakrag.graph.validity import valid_actions
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.base import Policy
 from dynakrag.policy.features import FEATURE_SCHEMA_VERSION, featurize
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
-from dynakrag.training.replay import initial_state, step
+from dynakrag.state import ACQUISITION_ACTIONS, State
 
 __all__ = [
     "COUNTERS",
@@ -81,18 +81,12 @@ __all__ = [
     "label",
     "read_jsonl",
     "records_from_transitions",
-    "state_support_recall",
     "write_jsonl",
 ]
 
 RECORD_SCHEMA = "dynakrag-transition/1"
 COUNTERS: tuple[str, ...] = ("retrieval_calls", "llm_calls", "prompt_tokens", "completion_tokens")
 GoldItems = Sequence[str | frozenset[str] | Iterable[str]]
-
-
-def state_support_recall(state: Mapping[str, Any], gold: GoldItems) -> float:
-    """SR of the state's evidence against ``gold`` (ids, or one id collection per item)."""
-    return support_recall([doc["id"] for doc in state.get("evidence") or []], gold)
 
 
 def label(action: str, sr_before: float, sr_after: float) -> float:
@@ -143,7 +137,7 @@ def distractor_searcher_factory(
         if example.passages:
             return build(example.passages)
         if "dsrag" not in shared:
-            from dynakrag.eval.datasets import dsrag_corpus
+            from dynakrag.data.datasets import dsrag_corpus
 
             shared["dsrag"] = build(dsrag_corpus())
         return shared["dsrag"]
@@ -153,8 +147,8 @@ def distractor_searcher_factory(
 
 def demo_examples(seed: int = 7) -> list[QAExample]:
     """The generated demo corpus's questions as training examples over the whole corpus."""
-    from dynakrag.eval.demo import demo_passages
-    from dynakrag.eval.demo_corpus import generate_demo_corpus
+    from dynakrag.data.demo import demo_passages
+    from dynakrag.data.demo_corpus import generate_demo_corpus
 
     corpus = generate_demo_corpus(seed)
     passages = tuple(demo_passages(corpus))

@@ -29,15 +29,15 @@ from typing import Any
 import numpy as np
 
 from dynakrag.errors import UserInputError
-from dynakrag.graph.state import ACTIONS
 from dynakrag.policy.base import ACTION_COSTS
 from dynakrag.policy.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_STATE_FEATURES
-from dynakrag.policy.forest import fit_forest
 from dynakrag.policy.learned import (
     DEFAULT_CONTINUATION_MARGIN,
     DEFAULT_GUARD_PENALTY,
     LearnedPolicy,
 )
+from dynakrag.policy.value_model import fit_forest
+from dynakrag.state import ACTIONS
 from dynakrag.training.collect import RECORD_SCHEMA
 
 __all__ = ["FitReport", "canonical_records", "fit_policy", "training_data_sha256"]

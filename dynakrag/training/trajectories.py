@@ -24,7 +24,7 @@ recovered from the checkpoint history of each thread (oldest first):
   ``stop_answer`` after ``compress_answer_evidence`` follows a fixed edge with no controller
   step between: the compression records that decision itself (``valid_actions ==
   ["stop_answer"]``, empty ``policy_scores``).
-* ``action``: one of the seven names in ``dynakrag.graph.state.ACTIONS``.
+* ``action``: one of the seven names in ``dynakrag.state.ACTIONS``.
 * ``next_state``: the state at the next decision point, i.e. just before the following action
   ran (after the next controller step), or the final state when the run ended there. So
   ``transitions[i].next_state == transitions[i + 1].state`` within one run, and a transition's
@@ -47,7 +47,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import StateSnapshot
 
-from dynakrag.graph.state import ACTIONS
+from dynakrag.state import ACTIONS
 
 __all__ = ["Transition", "list_threads", "open_trajectory_log", "read_transitions"]
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from dynakrag.policy.features import FEATURE_NAMES, N_STATE_FEATURES
-from dynakrag.policy.forest import TreeEnsemble
 from dynakrag.policy.learned import LearnedPolicy
+from dynakrag.policy.value_model import TreeEnsemble
 from tests.benchmark_scripts import benchmark_module
 from tests.markers import needs_data
 

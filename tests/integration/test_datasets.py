@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from dynakrag.errors import CorpusError, UserInputError
-from dynakrag.eval.datasets import (
+from dynakrag.data.datasets import (
     DATA_DIR_ENV,
     DATASETS,
     DataMissingError,
@@ -26,6 +25,7 @@ from dynakrag.eval.datasets import (
     split_spans,
     split_text,
 )
+from dynakrag.errors import CorpusError, UserInputError
 from dynakrag.eval.metrics import context_precision, context_recall
 
 # Expected sizes. HotpotQA eval: IRCoT rows 250..500 (250) + the explorer sample (100), less

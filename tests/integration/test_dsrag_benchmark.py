@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from dynakrag.eval.datasets import load_examples
+from dynakrag.data.datasets import load_examples
 from tests.benchmark_scripts import benchmark_module
 from tests.fakes import HashedWords
 from tests.markers import needs_data

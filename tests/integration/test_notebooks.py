@@ -64,7 +64,7 @@ def test_notebook_runs(
     path: Path, kernel_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if path.stem in NEEDS_DATA:
-        from dynakrag.eval.datasets import DataMissingError, data_dir
+        from dynakrag.data.datasets import DataMissingError, data_dir
 
         try:
             data_dir()

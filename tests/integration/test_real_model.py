@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from dynakrag.eval.demo_corpus import generate_demo_corpus
+from dynakrag.data.demo_corpus import generate_demo_corpus
 from tests.markers import NEEDS_EMBEDDED_MODEL
 
 pytestmark = NEEDS_EMBEDDED_MODEL

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from dynakrag import prompts
-from dynakrag.eval.demo_corpus import DemoQuestion, generate_demo_corpus
-from dynakrag.graph.state import ACTIONS
+from dynakrag.data.demo_corpus import DemoQuestion, generate_demo_corpus
+from dynakrag.state import ACTIONS
 from tests.fakes import chat_completion_body, demo_responder
 
 pytestmark = pytest.mark.slow

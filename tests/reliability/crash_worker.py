@@ -12,7 +12,7 @@ import time
 
 from langchain_core.messages import BaseMessage
 
-from dynakrag.eval.demo import demo_passages
+from dynakrag.data.demo import demo_passages
 from dynakrag.graph.builder import build_graph
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.training import open_trajectory_log

@@ -24,8 +24,8 @@ import openai
 from langchain_core.messages import BaseMessage
 
 from dynakrag import prompts
-from dynakrag.eval.demo import demo_passages
-from dynakrag.eval.demo_corpus import DemoCorpus, generate_demo_corpus
+from dynakrag.data.demo import demo_passages
+from dynakrag.data.demo_corpus import DemoCorpus, generate_demo_corpus
 from dynakrag.graph.builder import build_graph
 from dynakrag.llm.fake import ScriptedChatModel
 from tests.fakes import KeywordSearcher, chat_completion_body, demo_chat_model, demo_responder
@@ -404,15 +404,15 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 # The CLI subprocess searches the demo corpus with the keyword fake instead of MiniLM (the
 # embedding model costs seconds per process start): a sitecustomize on PYTHONPATH swaps
-# ``dynakrag.eval.demo.demo_searcher`` when DYNAKRAG_TEST_KEYWORD_DEMO is set.
+# ``dynakrag.data.demo.demo_searcher`` when DYNAKRAG_TEST_KEYWORD_DEMO is set.
 SITECUSTOMIZE = """\
 import os
 
 if os.environ.get("DYNAKRAG_TEST_KEYWORD_DEMO"):
-    import dynakrag.eval.demo as _demo
+    import dynakrag.data.demo as _demo
 
     def _keyword_demo_searcher(cfg, embeddings=None, *, seed=_demo.DEMO_SEED, progress=True):
-        from dynakrag.eval.demo_corpus import generate_demo_corpus
+        from dynakrag.data.demo_corpus import generate_demo_corpus
         from tests.fakes import KeywordSearcher
 
         return KeywordSearcher(_demo.demo_passages(generate_demo_corpus(seed)))

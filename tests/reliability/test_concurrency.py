@@ -16,7 +16,7 @@ import pytest
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from dynakrag.eval.demo import demo_passages
+from dynakrag.data.demo import demo_passages
 from dynakrag.graph.builder import build_graph
 from dynakrag.llm.fake import ScriptedChatModel
 from tests.fakes import KeywordSearcher

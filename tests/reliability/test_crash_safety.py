@@ -21,10 +21,10 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from dynakrag.errors import CorpusError
-from dynakrag.graph.state import ACTIONS
 from dynakrag.retrieval import dense
 from dynakrag.retrieval.dense import DenseIndex
 from dynakrag.retrieval.passage import Passage
+from dynakrag.state import ACTIONS
 from dynakrag.training import list_threads, read_transitions
 from tests.reliability.conftest import Recorder
 from tests.reliability.support import REPO_ROOT, clean_env

@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 
 import dynakrag
-from dynakrag import UserInputError, cli
+from dynakrag import UserInputError
+from dynakrag.cli import main as cli
 from dynakrag.configuration import Configuration
-from dynakrag.eval.demo import demo_passages
-from dynakrag.graph.state import ACTIONS
+from dynakrag.data.demo import demo_passages
+from dynakrag.state import ACTIONS
 from tests.fakes import KeywordSearcher, demo_chat_model, demo_responder
 from tests.reliability.conftest import Recorder, Studio
 from tests.reliability.support import (

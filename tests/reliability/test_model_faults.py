@@ -18,13 +18,14 @@ from typing import Any
 
 import pytest
 
-from dynakrag import cli, prompts
+from dynakrag import prompts
+from dynakrag.cli import main as cli
 from dynakrag.configuration import Configuration
+from dynakrag.data.demo import demo_passages
 from dynakrag.errors import ModelUnavailableError
-from dynakrag.eval.demo import demo_passages
 from dynakrag.graph.builder import build_graph
-from dynakrag.graph.state import ACTIONS
 from dynakrag.llm.client import LLMClient
+from dynakrag.state import ACTIONS
 from tests.fakes import KeywordSearcher, demo_responder
 from tests.reliability.conftest import Recorder
 from tests.reliability.support import (

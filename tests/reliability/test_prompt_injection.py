@@ -21,8 +21,8 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from dynakrag import prompts
-from dynakrag.eval.demo import demo_passages
-from dynakrag.eval.demo_corpus import DemoCorpus
+from dynakrag.data.demo import demo_passages
+from dynakrag.data.demo_corpus import DemoCorpus
 from dynakrag.graph.builder import build_graph
 from dynakrag.llm.fake import ScriptedChatModel
 from tests.fakes import KeywordSearcher, demo_responder

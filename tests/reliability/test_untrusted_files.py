@@ -26,7 +26,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from dynakrag import ConfigurationError, CorpusError, cli
 from dynakrag.configuration import Configuration
-from dynakrag.eval.datasets import DATA_DIR_ENV, load_examples
+from dynakrag.data.datasets import DATA_DIR_ENV, load_examples
 from dynakrag.retrieval.corpus import load_corpus
 from dynakrag.retrieval.dense import DenseIndex
 from dynakrag.retrieval.passage import Passage

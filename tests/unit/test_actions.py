@@ -20,11 +20,11 @@ from dynakrag.actions.rewrite_query import rewrite_query
 from dynakrag.actions.stop_answer import stop_answer
 from dynakrag.actions.sufficiency_check import sufficiency_check
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import Document, State, initial_state, merge_accounting
 from dynakrag.llm import client as client_module
 from dynakrag.llm.client import LLMClient, Usage, estimate_tokens, parse_json_object
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
+from dynakrag.state import Document, State, initial_state, merge_accounting
 from tests.fakes import KeywordSearcher
 
 QUESTION = "In which city is the headquarters of the company where Ada Voss works?"

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from dynakrag import __version__, cli
-from dynakrag.eval.demo import demo_passages
-from dynakrag.eval.demo_corpus import generate_demo_corpus
+from dynakrag.data.demo import demo_passages
+from dynakrag.data.demo_corpus import generate_demo_corpus
 from dynakrag.graph.builder import build_graph
 from tests.fakes import KeywordSearcher, demo_chat_model
 

@@ -14,18 +14,19 @@ from langgraph.types import Overwrite
 
 from dynakrag import build_graph
 from dynakrag.actions.common import Resources
+from dynakrag.cli.train import TRAIN_HANDLERS, add_train_parsers
 from dynakrag.configuration import Configuration
+from dynakrag.data.datasets import QAExample
 from dynakrag.errors import UserInputError
-from dynakrag.eval.datasets import QAExample
 from dynakrag.eval.metrics import support_recall
-from dynakrag.graph.state import ACQUISITION_ACTIONS, ACTIONS, merge_accounting
+from dynakrag.graph.replay import apply_update, initial_state, replay, step
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.features import FEATURE_NAMES, N_STATE_FEATURES, featurize
 from dynakrag.policy.heuristic import HeuristicPolicy
 from dynakrag.policy.learned import LearnedPolicy, load_policy_file
 from dynakrag.policy.uniform import UniformPolicy
+from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, merge_accounting
 from dynakrag.training import open_trajectory_log, read_transitions
-from dynakrag.training.cli_train import TRAIN_HANDLERS, add_train_parsers
 from dynakrag.training.collect import (
     RECORD_SCHEMA,
     collect,
@@ -35,7 +36,6 @@ from dynakrag.training.collect import (
     write_jsonl,
 )
 from dynakrag.training.fit import fit_policy
-from dynakrag.training.replay import apply_update, initial_state, replay, step
 from tests.fakes import KeywordSearcher, demo_chat_model
 
 CFG = Configuration()
@@ -387,7 +387,7 @@ def test_collect_refuses_the_eval_split(tmp_path: Path) -> None:
 def test_collect_then_train_from_the_command_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import dynakrag.training.cli_train as cli_train
+    import dynakrag.cli.train as cli_train
 
     monkeypatch.setattr(cli_train, "make_llm", lambda cfg: llm())
     out = tmp_path / "t.jsonl"

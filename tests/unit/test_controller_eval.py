@@ -17,8 +17,8 @@ import pytest
 from dynakrag import build_graph, cli
 from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
+from dynakrag.data.datasets import load_examples
 from dynakrag.errors import UserInputError
-from dynakrag.eval.datasets import load_examples
 from dynakrag.eval.methods import (
     ABLATIONS,
     DynakragMethod,
@@ -26,15 +26,16 @@ from dynakrag.eval.methods import (
     MethodResult,
     get_method,
 )
+from dynakrag.eval.oracle import OraclePolicy
 from dynakrag.eval.report import compare_table
 from dynakrag.eval.runner import evaluate, summarize_records
+from dynakrag.graph.replay import replay
 from dynakrag.llm.client import LLMClient
-from dynakrag.policy.baselines import OraclePolicy, WithoutActions
+from dynakrag.policy.ablation import WithoutActions
 from dynakrag.policy.features import FEATURE_NAMES, N_STATE_FEATURES
-from dynakrag.policy.forest import TreeEnsemble
 from dynakrag.policy.learned import LearnedPolicy
+from dynakrag.policy.value_model import TreeEnsemble
 from dynakrag.training.collect import demo_examples
-from dynakrag.training.replay import replay
 from tests.fakes import KeywordSearcher, demo_chat_model
 from tests.markers import needs_data
 

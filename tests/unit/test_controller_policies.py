@@ -12,21 +12,19 @@ import pytest
 from dynakrag import build_graph
 from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
+from dynakrag.data.datasets import QAExample
 from dynakrag.errors import ConfigurationError, UserInputError
-from dynakrag.eval.datasets import QAExample
-from dynakrag.graph.state import ACQUISITION_ACTIONS, ACTIONS, TERMINAL_ACTIONS
+from dynakrag.eval.metrics import state_support_recall
+from dynakrag.eval.oracle import OraclePolicy
+from dynakrag.graph.replay import initial_state, replay
 from dynakrag.llm.client import LLMClient
-from dynakrag.policy.baselines import (
-    FIXED_ACQUISITION_ORDER,
-    FixedSchedulePolicy,
-    OraclePolicy,
-    WithoutActions,
-)
+from dynakrag.policy.ablation import WithoutActions
+from dynakrag.policy.fixed import FIXED_ACQUISITION_ORDER, FixedSchedulePolicy
 from dynakrag.policy.heuristic import HeuristicPolicy
 from dynakrag.policy.registry import BUILTIN_POLICIES, resolve_policy
 from dynakrag.policy.uniform import UniformPolicy
-from dynakrag.training.collect import demo_examples, state_support_recall
-from dynakrag.training.replay import initial_state, replay
+from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, TERMINAL_ACTIONS
+from dynakrag.training.collect import demo_examples
 from tests.fakes import KeywordSearcher, demo_chat_model
 
 CFG = Configuration()

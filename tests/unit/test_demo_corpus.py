@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dynakrag.errors import UserInputError
-from dynakrag.eval.demo_corpus import (
+from dynakrag.data.demo_corpus import (
     DEMO_QUESTION_ID,
     DemoCorpus,
     DemoQuestion,
@@ -18,6 +17,7 @@ from dynakrag.eval.demo_corpus import (
     generate_demo_corpus,
     write_demo_corpus,
 )
+from dynakrag.errors import UserInputError
 
 SEEDS = (0, 1, 7, 42, 1234)
 

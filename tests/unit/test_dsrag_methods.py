@@ -25,10 +25,10 @@ from langchain_core.messages import BaseMessage
 
 from dynakrag import prompts
 from dynakrag.configuration import Configuration
+from dynakrag.data.datasets import QAExample
 from dynakrag.dsrag.epqd import rule_decompose
 from dynakrag.dsrag.selector import GraphSelectionModel, GraphSelector, TextEncoder
 from dynakrag.eval import dsrag_methods, runner
-from dynakrag.eval.datasets import QAExample
 from dynakrag.eval.dsrag_methods import (
     ORIGINAL_QUESTION_K,
     RERANK_TOP_K,
@@ -39,11 +39,11 @@ from dynakrag.eval.dsrag_methods import (
     NonQDRerankMethod,
 )
 from dynakrag.eval.methods import METHODS, Method, MethodResult
-from dynakrag.graph.state import ACTIONS, State
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.policy.base import Policy
 from dynakrag.retrieval.passage import Passage
+from dynakrag.state import ACTIONS, State
 from tests.fakes import HashedWords, KeywordSearcher, passages_in
 
 DIM = 64

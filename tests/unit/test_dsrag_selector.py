@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from dynakrag.data.datasets import QAExample
 from dynakrag.dsrag.selector import (
     GraphSelectionModel,
     GraphSelector,
@@ -30,7 +31,6 @@ from dynakrag.dsrag.selector_training import (
 )
 from dynakrag.dsrag.types import Criterion, CriterionGraph, QEdge, QNode
 from dynakrag.errors import ConfigurationError, ModelUnavailableError
-from dynakrag.eval.datasets import QAExample
 from dynakrag.retrieval.passage import Passage
 from tests.fakes import HashedWords
 
@@ -286,7 +286,7 @@ def _rehash(weights: Path) -> None:
 def test_load_refuses_invalid_files(
     fitted: GraphSelector, tmp_path: Path, damage: str, message: str
 ) -> None:
-    from dynakrag.policy.forest import read_arrays, write_arrays
+    from dynakrag.policy.value_model import read_arrays, write_arrays
 
     path = fitted.save(tmp_path / "sel.npz")
     meta_path = path.with_suffix(".json")
@@ -441,9 +441,9 @@ def _rows() -> tuple[list[QAExample], list[Passage]]:
 
 
 def test_train_selector_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dynakrag import cli
+    from dynakrag.cli import main as cli
+    from dynakrag.data import datasets
     from dynakrag.dsrag import selector_training
-    from dynakrag.eval import datasets
     from dynakrag.retrieval import embeddings
 
     rows, corpus = _rows()

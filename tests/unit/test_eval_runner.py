@@ -20,8 +20,8 @@ from langchain_core.messages import BaseMessage
 
 from dynakrag import prompts
 from dynakrag.configuration import Configuration
+from dynakrag.data.datasets import load_examples
 from dynakrag.errors import UserInputError
-from dynakrag.eval.datasets import load_examples
 from dynakrag.eval.methods import (
     METHODS,
     AnswerlessLLM,

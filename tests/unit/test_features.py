@@ -11,9 +11,9 @@ import pytest
 
 from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
-from dynakrag.eval.demo import demo_passages
-from dynakrag.eval.demo_corpus import generate_demo_corpus
-from dynakrag.graph.state import ACTIONS, initial_state
+from dynakrag.data.demo import demo_passages
+from dynakrag.data.demo_corpus import generate_demo_corpus
+from dynakrag.graph.replay import apply_update, decision_update, replay
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.features import (
     ACTION_FEATURE_NAMES,
@@ -26,7 +26,7 @@ from dynakrag.policy.features import (
     state_features,
 )
 from dynakrag.policy.heuristic import HeuristicPolicy
-from dynakrag.training.replay import apply_update, decision_update, replay
+from dynakrag.state import ACTIONS, initial_state
 from tests.fakes import KeywordSearcher, demo_chat_model
 
 CFG = Configuration()

@@ -11,7 +11,7 @@ import pytest
 from sklearn.ensemble import RandomForestRegressor
 
 from dynakrag.errors import ConfigurationError
-from dynakrag.policy.forest import (
+from dynakrag.policy.value_model import (
     META_KEY,
     PolicyFileError,
     TreeEnsemble,

@@ -14,14 +14,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 import dynakrag
 from dynakrag import ConfigurationError, UserInputError, build_graph
 from dynakrag.configuration import Configuration
-from dynakrag.eval.demo import demo_passages
-from dynakrag.eval.demo_corpus import DemoCorpus, DemoQuestion, generate_demo_corpus
-from dynakrag.graph.state import ACTIONS, TERMINAL_ACTIONS
+from dynakrag.data.demo import demo_passages
+from dynakrag.data.demo_corpus import DemoCorpus, DemoQuestion, generate_demo_corpus
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.policy.heuristic import HeuristicPolicy
 from dynakrag.policy.registry import resolve_policy
 from dynakrag.policy.uniform import UniformPolicy
+from dynakrag.state import ACTIONS, TERMINAL_ACTIONS
 from tests.fakes import KeywordSearcher, demo_chat_model, demo_responder
 
 COUNTERS = ("retrieval_calls", "llm_calls", "prompt_tokens", "completion_tokens")

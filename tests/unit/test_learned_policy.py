@@ -12,18 +12,18 @@ import numpy as np
 import pytest
 
 from dynakrag.actions.common import Resources
-from dynakrag.actions.validity import valid_actions
 from dynakrag.configuration import Configuration
+from dynakrag.data.demo import demo_passages
+from dynakrag.data.demo_corpus import generate_demo_corpus
 from dynakrag.errors import ConfigurationError
-from dynakrag.eval.demo import demo_passages
-from dynakrag.eval.demo_corpus import generate_demo_corpus
-from dynakrag.graph.state import ACQUISITION_ACTIONS, ACTIONS
+from dynakrag.graph.replay import replay
+from dynakrag.graph.validity import valid_actions
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.base import ACTION_COSTS, Policy
 from dynakrag.policy.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_STATE_FEATURES
-from dynakrag.policy.forest import TreeEnsemble, read_arrays, write_arrays
 from dynakrag.policy.learned import LearnedPolicy, PolicyFileError, load_policy_file
-from dynakrag.training.replay import replay
+from dynakrag.policy.value_model import TreeEnsemble, read_arrays, write_arrays
+from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS
 from tests.fakes import KeywordSearcher, demo_chat_model
 
 CFG = Configuration()

@@ -199,8 +199,8 @@ def test_oov_rate_is_recorded_and_warned(bm25: BM25Index, caplog: pytest.LogCapt
 def test_fit_dataset_reads_only_train_rows(
     bm25: BM25Index, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dynakrag.eval import datasets
-    from dynakrag.eval.datasets import QAExample
+    from dynakrag.data import datasets
+    from dynakrag.data.datasets import QAExample
 
     asked: list[str] = []
 

@@ -16,14 +16,14 @@ from langgraph.errors import GraphRecursionError
 
 from dynakrag import build_graph
 from dynakrag.configuration import Configuration
-from dynakrag.eval.demo import demo_passages
-from dynakrag.eval.demo_corpus import generate_demo_corpus
-from dynakrag.graph.state import ACTIONS, TERMINAL_ACTIONS, State
+from dynakrag.data.demo import demo_passages
+from dynakrag.data.demo_corpus import generate_demo_corpus
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.policy.base import ACTION_COSTS, Policy
 from dynakrag.policy.heuristic import HeuristicPolicy
 from dynakrag.policy.uniform import UniformPolicy
+from dynakrag.state import ACTIONS, TERMINAL_ACTIONS, State
 from tests.fakes import KeywordSearcher, demo_responder
 
 CORPUS = generate_demo_corpus(7)

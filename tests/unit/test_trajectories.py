@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from dynakrag import build_graph
-from dynakrag.eval.demo import demo_passages
-from dynakrag.eval.demo_corpus import DemoCorpus, generate_demo_corpus
-from dynakrag.graph.state import ACTIONS
+from dynakrag.data.demo import demo_passages
+from dynakrag.data.demo_corpus import DemoCorpus, generate_demo_corpus
+from dynakrag.state import ACTIONS
 from dynakrag.training import (
     Transition,
     list_threads,

@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dynakrag.actions.validity import (
+from dynakrag.configuration import Configuration
+from dynakrag.graph.validity import (
     MAX_REWRITES,
     RULES,
     Rule,
     invalid_reasons,
     valid_actions,
 )
-from dynakrag.configuration import Configuration
-from dynakrag.graph.state import ACQUISITION_ACTIONS, ACTIONS, Document, State, initial_state
+from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, Document, State, initial_state
 
 QUESTION = "In which city is the headquarters of the company where Ada Voss works?"
 CFG = Configuration(max_steps=4, max_retrieval_calls=4)

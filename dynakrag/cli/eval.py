@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dynakrag.cli import positive_int
+from dynakrag.cli.arguments import positive_int
+from dynakrag.data.datasets import DATASETS, default_setting
 from dynakrag.errors import UserInputError
-from dynakrag.eval.datasets import DATASETS, default_setting
 from dynakrag.eval.methods import ABLATIONS, METHODS, ORACLE, get_method
 from dynakrag.eval.runner import RETRIEVERS, SETTINGS
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dynakrag.cli import positive_int
+from dynakrag.cli.arguments import positive_int
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
 
@@ -41,7 +41,7 @@ def _fraction(text: str) -> float:
 
 def add_train_parsers(subparsers: Any) -> None:
     """Add the ``collect`` and ``train`` sub-commands to ``subparsers``."""
-    from dynakrag.eval.datasets import DATASETS
+    from dynakrag.data.datasets import DATASETS
 
     collect = subparsers.add_parser(
         "collect", help="collect labelled trajectories on training questions"
@@ -92,7 +92,7 @@ def make_llm(cfg: Configuration) -> Any:
 
 def run_collect(args: argparse.Namespace) -> int:
     """Handler of ``dynakrag collect``."""
-    from dynakrag.eval.datasets import load_examples, open_corpus
+    from dynakrag.data.datasets import load_examples, open_corpus
     from dynakrag.training.collect import (
         collect,
         demo_examples,
@@ -114,7 +114,7 @@ def run_collect(args: argparse.Namespace) -> int:
         raise UserInputError(f"no training questions in {args.dataset}")
     factory = distractor_searcher_factory(args.retriever)
     if args.setting == "open":
-        from dynakrag.eval.datasets import QAExample
+        from dynakrag.data.datasets import QAExample
 
         pooled = QAExample(
             id="open",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from dynakrag.actions.validity import invalid_reasons, valid_actions
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import ACTIONS, State
+from dynakrag.graph.validity import invalid_reasons, valid_actions
 from dynakrag.policy.base import Policy
+from dynakrag.state import ACTIONS, State
 
 logger = logging.getLogger(__name__)
 

@@ -15,36 +15,17 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
+from dynakrag.cli.arguments import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Parser, positive_int
 from dynakrag.configuration import Configuration
 from dynakrag.errors import DynakragError, ModelUnavailableError, UserInputError
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line (exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dynakrag", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = Parser(prog="dynakrag", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=_version())
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     demo = commands.add_parser("demo", help="answer a multi-hop question on the demo corpus")
     demo.add_argument("--question", help="ask this instead of the default demo question")
@@ -61,14 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(ask)
 
     index = commands.add_parser("index", help="manage dense indexes")
-    index_commands = index.add_subparsers(dest="index_command", required=True, parser_class=_Parser)
+    index_commands = index.add_subparsers(dest="index_command", required=True, parser_class=Parser)
     build = index_commands.add_parser("build", help="embed a corpus into a FAISS index")
     build.add_argument("--corpus", type=Path, required=True, help="JSONL file or folder")
     build.add_argument("--out", type=Path, required=True, help="directory to write the index to")
 
-    from dynakrag.dsrag.cli_selector import add_selector_parser
-    from dynakrag.eval.cli_eval import add_eval_parser
-    from dynakrag.training.cli_train import add_train_parsers
+    from dynakrag.cli.eval import add_eval_parser
+    from dynakrag.cli.selector import add_selector_parser
+    from dynakrag.cli.train import add_train_parsers
 
     add_eval_parser(commands)
     add_train_parsers(commands)
@@ -105,9 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ask": run_ask,
         "index": run_index_build,
     }
-    from dynakrag.dsrag.cli_selector import SELECTOR_HANDLERS
-    from dynakrag.eval.cli_eval import run_eval
-    from dynakrag.training.cli_train import TRAIN_HANDLERS
+    from dynakrag.cli.eval import run_eval
+    from dynakrag.cli.selector import SELECTOR_HANDLERS
+    from dynakrag.cli.train import TRAIN_HANDLERS
 
     handlers["eval"] = run_eval
     handlers.update(TRAIN_HANDLERS)
@@ -145,8 +126,8 @@ def _configuration(args: argparse.Namespace) -> Configuration:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Build (once) the demo index and answer the demo question, step by step."""
-    from dynakrag.eval.demo import DEMO_SEED, demo_searcher
-    from dynakrag.eval.demo_corpus import demo_question, generate_demo_corpus
+    from dynakrag.data.demo import DEMO_SEED, demo_searcher
+    from dynakrag.data.demo_corpus import demo_question, generate_demo_corpus
     from dynakrag.graph.builder import build_graph, validate_question
     from dynakrag.llm.factory import describe_backend, llm_client_from_config
 
@@ -213,7 +194,7 @@ def _searcher_for(args: argparse.Namespace, cfg: Configuration) -> Any:
 
         passages = load_corpus(args.corpus)
         return DenseIndex.build(passages, default_embeddings(), progress=not args.json)
-    from dynakrag.eval.demo import demo_searcher
+    from dynakrag.data.demo import demo_searcher
 
     return demo_searcher(cfg, progress=not args.json)
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dynakrag.cli import positive_int
+from dynakrag.cli.arguments import positive_int
 from dynakrag.errors import UserInputError
 
 __all__ = ["SELECTOR_HANDLERS", "add_selector_parser", "run_train_selector"]

@@ -4,13 +4,13 @@ The compiled graph runs ``prepare -> controller -> action -> controller -> ...``
 needs to branch (try every valid action from one state), which the graph cannot do. This module
 reproduces one graph step on a plain dict:
 
-* :func:`initial_state` is the state after ``prepare`` (``dynakrag.graph.state.initial_state``
+* :func:`initial_state` is the state after ``prepare`` (``dynakrag.state.initial_state``
   of the validated question).
 * :func:`decision_update` is what the ``controller`` node writes (``valid_actions``,
   ``invalid_reasons``, ``policy_scores``, ``next_action``), by the graph's own
-  :func:`dynakrag.graph.router.decide`, with the action forced.
+  :func:`dynakrag.graph.controller.decide`, with the action forced.
 * :func:`apply_update` merges a node's partial update the way LangGraph's channels do: the
-  ``Annotated`` reducers of :class:`~dynakrag.graph.state.State` (``operator.add`` for the trace
+  ``Annotated`` reducers of :class:`~dynakrag.state.State` (``operator.add`` for the trace
   and counters, ``merge_accounting`` for the accounting), plain replacement for the other keys,
   and ``langgraph.types.Overwrite`` values written as they are.
 * :func:`step` = decision, then the action function of
@@ -30,11 +30,11 @@ from typing import Any
 from langgraph.types import Overwrite
 
 from dynakrag.actions.common import Resources
-from dynakrag.actions.validity import valid_actions
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import ACTIONS, State
-from dynakrag.graph.state import initial_state as _graph_initial_state
+from dynakrag.graph.validity import valid_actions
 from dynakrag.policy.base import Policy
+from dynakrag.state import ACTIONS, State
+from dynakrag.state import initial_state as _graph_initial_state
 
 __all__ = ["REDUCERS", "apply_update", "decision_update", "initial_state", "replay", "step"]
 
@@ -105,7 +105,7 @@ def decision_update(
 
     ``policy`` only provides the recorded ``policy_scores`` (zeros without one).
     """
-    from dynakrag.graph.router import decide
+    from dynakrag.graph.controller import decide
 
     valid = valid_actions(state, cfg)
     if action not in valid:

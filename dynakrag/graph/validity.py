@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from dynakrag.actions.bridge_entity_expand import pending_bridge_entities
 from dynakrag.configuration import Configuration
-from dynakrag.graph.state import ACQUISITION_ACTIONS, ACTIONS, State
+from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, State
 
 MAX_REWRITES = 2
 

@@ -9,8 +9,8 @@ import logging
 from langchain_core.embeddings import Embeddings
 
 from dynakrag.configuration import Configuration
+from dynakrag.data.demo_corpus import DemoCorpus, generate_demo_corpus
 from dynakrag.errors import CorpusError
-from dynakrag.eval.demo_corpus import DemoCorpus, generate_demo_corpus
 from dynakrag.retrieval.dense import DenseIndex, model_name_of
 from dynakrag.retrieval.passage import Passage
 
