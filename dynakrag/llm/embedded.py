@@ -362,6 +362,23 @@ def llama_server_command(
     ]
 
 
+def llama_command_factory(
+    model: Path, *, host: str = "127.0.0.1", n_ctx: int = 4096, n_threads: int | None = None
+) -> Callable[[int], list[str]]:
+    """``port -> argv`` of the llama.cpp server for ``model``; checks the runtime is installed."""
+    missing = [name for name in _SERVER_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ModelUnavailableError(
+            f"the embedded model runtime is not installed (missing {', '.join(missing)}); "
+            f"{INSTALL_HINT}"
+        )
+
+    def factory(port: int) -> list[str]:
+        return llama_server_command(model, port, host=host, n_ctx=n_ctx, n_threads=n_threads)
+
+    return factory
+
+
 def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -516,21 +533,10 @@ class EmbeddedServer:
     # --- internals -------------------------------------------------------------------------
 
     def _llama_command_factory(self) -> Callable[[int], list[str]]:
-        missing = [name for name in _SERVER_MODULES if importlib.util.find_spec(name) is None]
-        if missing:
-            raise ModelUnavailableError(
-                f"the embedded model runtime is not installed (missing {', '.join(missing)}); "
-                f"{INSTALL_HINT}"
-            )
-        model = self.model or assemble_model(self.cache_dir, progress=self.progress)
-        self.model = model
-
-        def factory(port: int) -> list[str]:
-            return llama_server_command(
-                model, port, host=self.host, n_ctx=self.n_ctx, n_threads=self.n_threads
-            )
-
-        return factory
+        self.model = self.model or assemble_model(self.cache_dir, progress=self.progress)
+        return llama_command_factory(
+            self.model, host=self.host, n_ctx=self.n_ctx, n_threads=self.n_threads
+        )
 
     def _launch(self, command_factory: Callable[[int], Sequence[str]], port: int) -> None:
         logs = self.cache_dir / "logs"
@@ -612,10 +618,267 @@ def _health_ok(url: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
+# One server per machine, shared by every dynakrag process
+# --------------------------------------------------------------------------------------------
+
+SUPERVISOR_SCRIPT = Path(__file__).with_name("server_supervisor.py")
+DEFAULT_IDLE_S = 10.0
+"""How long the shared server outlives its last user (``DYNAKRAG_SERVER_IDLE_S``)."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
+
+
+class SharedServer:
+    """The machine's one embedded model server, found or started, used under a lease.
+
+    Every process that wants the model takes the registry lock
+    (``<cache_dir>/server/registry.lock``), reads ``registry.json`` and reuses the server it
+    names when that server is alive, answers its health check and serves the same model
+    (``identity``: the model's SHA-256 and the server settings). Otherwise it starts one through
+    :mod:`dynakrag.llm.server_supervisor`, in its own session so a Ctrl-C aimed at one user does
+    not stop everyone's server. Either way it then holds a shared ``flock`` on ``users`` for as
+    long as it uses the server; the supervisor stops the server ``idle_s`` seconds after the
+    last such lock is gone, which includes users that crashed (the kernel drops their locks).
+
+    Same interface as :class:`EmbeddedServer` (``start``, ``ensure_running``, ``stop``,
+    ``base_url``, ``pid``, ``is_alive``); :meth:`stop` only ends this process's lease, and
+    :meth:`shutdown` stops the server for everyone.
+    """
+
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        *,
+        identity: str | None = None,
+        command_factory: Callable[[int], Sequence[str]] | None = None,
+        host: str = "127.0.0.1",
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        idle_s: float | None = None,
+        startup_timeout: float = 120.0,
+        progress: bool = True,
+    ) -> None:
+        if cache_dir is None:
+            from dynakrag.configuration import default_cache_dir
+
+            cache_dir = default_cache_dir()
+        self.cache_dir = Path(cache_dir)
+        self.host = host
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or _default_threads()
+        self.identity = identity or f"{MODEL_SHA256}:ctx={n_ctx}:threads={self.n_threads}"
+        if idle_s is None:
+            idle_s = float(os.environ.get("DYNAKRAG_SERVER_IDLE_S") or DEFAULT_IDLE_S)
+        self.idle_s = idle_s
+        self.startup_timeout = startup_timeout
+        self.progress = progress
+        self._command_factory = command_factory
+        directory = self.cache_dir / "server"
+        self.registry_path = directory / "registry.json"
+        self._lock_path = directory / "registry.lock"
+        self._users_path = directory / "users"
+        self._entry: dict[str, Any] | None = None
+        self._lease: IO[str] | None = None
+        self._supervisor: subprocess.Popen[bytes] | None = None
+        self._log_path: Path | None = None
+        self._deaths = 0
+        self._lock = threading.RLock()
+
+    # --- the EmbeddedServer interface ---------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._entry is None:
+            raise ModelUnavailableError("the embedded model server has not been started")
+        return int(self._entry["port"])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        return int(self._entry["server_pid"]) if self._entry else None
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._log_path
+
+    @property
+    def started_here(self) -> bool:
+        """True when this process started the server it uses (False: it found a running one)."""
+        return self._supervisor is not None
+
+    def is_alive(self) -> bool:
+        if self._supervisor is not None:
+            self._supervisor.poll()  # reap our exited supervisor instead of keeping a zombie
+        return self._entry is not None and _pid_alive(int(self._entry["server_pid"]))
+
+    def start(self) -> SharedServer:
+        """Use the running shared server, or start it; then hold a lease on it."""
+        with self._lock:
+            if self._lease is not None and self.is_alive():
+                return self
+            self.registry_path.parent.mkdir(parents=True, exist_ok=True)
+            preferred = self._entry["port"] if self._entry else None
+            with _file_lock(self._lock_path):
+                entry = self._running_entry()
+                if entry is None:
+                    entry = self._launch(preferred)
+                self._entry = entry
+                self._take_lease()
+            return self
+
+    def ensure_running(self) -> SharedServer:
+        """Start or join the server; after it died, restart it once, then give up."""
+        with self._lock:
+            if self._entry is not None and not self.is_alive():
+                self._deaths += 1
+                if self._deaths > 1:
+                    raise ModelUnavailableError(
+                        "the embedded model server died again after one restart; giving up. "
+                        f"Last log lines from {self._log_path}:\n"
+                        f"{_tail(self._log_path) if self._log_path else ''}"
+                    )
+            return self.start()
+
+    def stop(self) -> None:
+        """End this process's lease; the server stops once nobody holds one (after idle_s)."""
+        with self._lock:
+            if self._lease is not None:
+                with contextlib.suppress(OSError):
+                    self._lease.close()  # closing the descriptor drops the flock
+                self._lease = None
+
+    def shutdown(self) -> None:
+        """Stop the shared server now, for every user (tests, ``dynakrag server stop``)."""
+        with self._lock:
+            self.stop()
+            entry = self._entry or self._read_registry()
+            if entry and _pid_alive(int(entry["supervisor_pid"])):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(entry["supervisor_pid"]), 15)
+                deadline = time.monotonic() + 10
+                while _pid_alive(int(entry["server_pid"])) and time.monotonic() < deadline:
+                    if self._supervisor is not None:
+                        self._supervisor.poll()
+                    time.sleep(0.05)
+            if self._supervisor is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._supervisor.wait(timeout=5)
+
+    def __enter__(self) -> SharedServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _read_registry(self) -> dict[str, Any] | None:
+        try:
+            entry = json.loads(self.registry_path.read_text())
+        except (OSError, ValueError):
+            return None
+        keys = {"supervisor_pid", "server_pid", "port", "identity"}
+        return entry if isinstance(entry, dict) and keys <= entry.keys() else None
+
+    def _running_entry(self) -> dict[str, Any] | None:
+        """The registry's server when it is alive, healthy and serves our model."""
+        entry = self._read_registry()
+        if entry is None or entry["identity"] != self.identity:
+            return None
+        if not _pid_alive(int(entry["server_pid"])):
+            return None
+        if not _health_ok(f"http://{self.host}:{int(entry['port'])}/v1/models"):
+            return None
+        self._log_path = self.cache_dir / "logs" / f"embedded-server-{int(entry['port'])}.log"
+        return entry
+
+    def _take_lease(self) -> None:
+        if self._lease is None:
+            self._lease = self._users_path.open("a+")
+            fcntl.flock(self._lease.fileno(), fcntl.LOCK_SH)
+
+    def _launch(self, preferred: int | None) -> dict[str, Any]:
+        """Start a supervisor and its server; called with the registry lock held."""
+        if self._command_factory is None:
+            model = assemble_model(self.cache_dir, progress=self.progress)
+            self._command_factory = llama_command_factory(
+                model, host=self.host, n_ctx=self.n_ctx, n_threads=self.n_threads
+            )
+        port = preferred if preferred and _port_is_free(self.host, preferred) else None
+        port = port or find_free_port(self.host)
+        logs = self.cache_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        _prune_logs(logs)
+        self._log_path = logs / f"embedded-server-{port}.log"
+        argv = [
+            sys.executable,
+            str(SUPERVISOR_SCRIPT),
+            "--port", str(port),
+            "--identity", self.identity,
+            "--registry", str(self.registry_path),
+            "--users", str(self._users_path),
+            "--lock", str(self._lock_path),
+            "--idle", str(self.idle_s),
+            "--",
+            *self._command_factory(port),
+        ]  # fmt: skip
+        with self._log_path.open("wb") as log:
+            try:
+                self._supervisor = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise ModelUnavailableError(
+                    f"cannot start the embedded model server: {exc}"
+                ) from exc
+        return self._wait_until_ready(self._supervisor, port)
+
+    def _wait_until_ready(self, supervisor: subprocess.Popen[bytes], port: int) -> dict[str, Any]:
+        url = f"http://{self.host}:{port}/v1/models"
+        deadline = time.monotonic() + self.startup_timeout
+        delay = 0.05
+        while True:
+            entry = self._read_registry()
+            if supervisor.poll() is not None:
+                raise ModelUnavailableError(
+                    f"the embedded model server exited while starting. Last lines of "
+                    f"{self._log_path}:\n{_tail(self._log_path) if self._log_path else ''}"
+                )
+            ours = entry is not None and entry["supervisor_pid"] == supervisor.pid
+            if ours and _health_ok(url) and _pid_alive(int(entry["server_pid"])):
+                return entry
+            if time.monotonic() >= deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(supervisor.pid, 15)
+                raise ModelUnavailableError(
+                    f"the embedded model server did not answer {url} within "
+                    f"{self.startup_timeout:.0f} s. Last lines of {self._log_path}:\n"
+                    f"{_tail(self._log_path) if self._log_path else ''}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+# --------------------------------------------------------------------------------------------
 # Process-wide default server
 # --------------------------------------------------------------------------------------------
 
-_singleton: EmbeddedServer | None = None
+_singleton: SharedServer | EmbeddedServer | None = None
 _singleton_lock = threading.Lock()
 
 
@@ -624,15 +887,24 @@ def _stop_singleton() -> None:
         _singleton.stop()
 
 
-def get_embedded_server(cache_dir: Path | None = None) -> EmbeddedServer:
-    """The process-wide embedded server, started on first use and stopped at exit.
+def _new_server(cache_dir: Path | None) -> SharedServer | EmbeddedServer:
+    """The machine-wide shared server; a private one with ``DYNAKRAG_SHARED_SERVER=0``."""
+    if os.environ.get("DYNAKRAG_SHARED_SERVER", "1").strip().lower() in {"0", "false", "no"}:
+        return EmbeddedServer(cache_dir)
+    return SharedServer(cache_dir)
 
-    The first caller's ``cache_dir`` wins. A dead server is restarted once.
+
+def get_embedded_server(cache_dir: Path | None = None) -> SharedServer | EmbeddedServer:
+    """The process's handle on the embedded server, started or joined on first use.
+
+    By default every dynakrag process on the machine shares one server (see
+    :class:`SharedServer`); the lease ends at exit. The first caller's ``cache_dir`` wins. A
+    dead server is restarted once.
     """
     global _singleton
     with _singleton_lock:
         if _singleton is None:
-            _singleton = EmbeddedServer(cache_dir)
+            _singleton = _new_server(cache_dir)
             atexit.register(_stop_singleton)
         server = _singleton
     return server.ensure_running()
@@ -641,7 +913,7 @@ def get_embedded_server(cache_dir: Path | None = None) -> EmbeddedServer:
 class _EmbeddedChatOpenAI(ChatOpenAI):
     """ChatOpenAI bound to an EmbeddedServer it may restart once if the server died."""
 
-    _server: EmbeddedServer | None = PrivateAttr(default=None)
+    _server: SharedServer | EmbeddedServer | None = PrivateAttr(default=None)
 
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
         try:

@@ -338,7 +338,7 @@ def test_singleton_and_chat_model(
         return EmbeddedServer(cache_dir, command_factory=factory, startup_timeout=20)
 
     monkeypatch.setattr(embedded, "_singleton", None)
-    monkeypatch.setattr(embedded, "EmbeddedServer", make_server)
+    monkeypatch.setattr(embedded, "_new_server", make_server)
     try:
         server = embedded.get_embedded_server(tmp_path)
         assert embedded.get_embedded_server(tmp_path) is server
@@ -404,7 +404,7 @@ def test_chat_model_restarts_a_dead_server_once_then_fails_clearly(
         return EmbeddedServer(cache_dir, command_factory=factory, startup_timeout=20)
 
     monkeypatch.setattr(embedded, "_singleton", None)
-    monkeypatch.setattr(embedded, "EmbeddedServer", make_server)
+    monkeypatch.setattr(embedded, "_new_server", make_server)
     try:
         server = embedded.get_embedded_server(tmp_path)
         llm = embedded.embedded_chat_model(tmp_path, timeout=5.0, max_retries=0)
