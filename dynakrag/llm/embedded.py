@@ -35,6 +35,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import PrivateAttr
 
 from dynakrag.errors import ModelUnavailableError
+from dynakrag.llm.server_supervisor import stop_process
 
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 MODEL_SIZE = 1_117_320_768
@@ -515,13 +516,7 @@ class EmbeddedServer:
             self._process = None
             if process is None:
                 return
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process)
             self._close_stdin(process)
 
     def __enter__(self) -> EmbeddedServer:

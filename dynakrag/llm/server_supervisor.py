@@ -47,7 +47,8 @@ def _remove_entry(registry: Path) -> None:
             registry.unlink()
 
 
-def _stop(child: subprocess.Popen[bytes]) -> None:
+def stop_process(child: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 5 s; returns once the process is gone."""
     if child.poll() is None:
         child.terminate()
         try:
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     child = subprocess.Popen(command, stdin=subprocess.PIPE)
 
     def on_signal(signum: int, frame: object) -> None:
-        _stop(child)
+        stop_process(child)
         _remove_entry(args.registry)
         os._exit(0)
 
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         with args.lock.open("a+") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             if _nobody_holds(args.users):
-                _stop(child)
+                stop_process(child)
                 _remove_entry(args.registry)
                 return 0
         idle_since = None
