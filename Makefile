@@ -30,8 +30,11 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q
 
+# Style, formatting and the architecture contract ([tool.importlinter] in pyproject.toml).
 lint: setup
 	$(VENV)/bin/ruff check dynakrag tests benchmarks
+	$(VENV)/bin/ruff format --check dynakrag tests benchmarks
+	$(VENV)/bin/lint-imports --no-logo
 
 studio: setup
 	$(VENV)/bin/langgraph dev --no-browser
@@ -56,4 +59,4 @@ default-selector: setup
 	$(VENV)/bin/dynakrag train-selector --seed 13 --out dynakrag/dsrag/models/gs-selector.npz
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .langgraph_api
+	rm -rf $(VENV) .pytest_cache .ruff_cache .import_linter_cache .langgraph_api

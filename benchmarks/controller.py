@@ -54,7 +54,7 @@ from multihop import QA_DATASETS, add_run_options, check_support_recall  # noqa:
 from dynakrag.configuration import Configuration  # noqa: E402
 from dynakrag.data.datasets import load_examples  # noqa: E402
 from dynakrag.errors import UserInputError  # noqa: E402
-from dynakrag.eval.methods import ABLATIONS, ORACLE, DynakragMethod  # noqa: E402
+from dynakrag.eval.methods.dynakrag import ABLATIONS, ORACLE, DynakragMethod  # noqa: E402
 from dynakrag.eval.runner import evaluate, git_commit  # noqa: E402
 
 DEFAULT_POLICY = _REPO / "dynakrag" / "policy" / "models" / "default_policy.npz"

@@ -3,7 +3,7 @@
 Eval rows only; nothing here fits or tunes anything.
 
 ``table8`` (context selection and answers)
-    The four methods of :mod:`dynakrag.eval.dsrag_methods` (``nonqd-rerank``,
+    The four methods of :mod:`dynakrag.eval.methods.dsrag` (``nonqd-rerank``,
     ``epqd-rerank-subq``, ``epqd-rerank-origq``, ``dsrag``) on the first ``--limit`` eval rows
     (default all 500) of ``dsrag-ranking`` and ``dsrag-comparison``, each one
     :func:`~dynakrag.eval.runner.evaluate` run: open setting (DS-RAG has only its chunked
@@ -94,9 +94,10 @@ from dynakrag.dsrag.question_graph import (  # noqa: E402
 from dynakrag.errors import DynakragError, UserInputError  # noqa: E402
 from dynakrag.eval.metrics import entity_addition_rate, entity_omission_rate  # noqa: E402
 from dynakrag.eval.report import compare_table  # noqa: E402
-from dynakrag.eval.runner import _make_llm, evaluate, git_commit  # noqa: E402
+from dynakrag.eval.runner import evaluate, git_commit  # noqa: E402
 from dynakrag.llm.cache import SQLiteLLMCache  # noqa: E402
 from dynakrag.llm.client import NO_USAGE, Usage  # noqa: E402
+from dynakrag.llm.factory import llm_client_from_config, llm_description  # noqa: E402
 from dynakrag.llm.fake import ScriptedChatModel  # noqa: E402
 
 PARTS = ("table7", "table8", "table9")
@@ -371,9 +372,10 @@ def table7_part(
     """EAR / EOR per experiment and decomposition, with per-question records."""
     cache = None if args.no_cache else SQLiteLLMCache.in_dir(cfg.cache_dir)
     try:
-        # The runner's own client: same cache keys as evaluate, so Table 8's EPQD replies for
+        # The client evaluate builds: same cache keys, so Table 8's EPQD replies for
         # the same DS-RAG questions are reused here (and the other way round).
-        llm, models = _make_llm(cfg, chat_model, cache)
+        llm = llm_client_from_config(cfg, chat_model=chat_model, cache=cache)
+        models = llm_description(cfg, chat_model)
         extractor: Extractor = (
             EntityStep(llm) if cfg.dsrag_extraction == "llm" else RuleGraphExtractor()
         )

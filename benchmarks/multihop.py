@@ -35,10 +35,8 @@ from dynakrag.data.datasets import dsrag_corpus, load_examples, open_corpus
 from dynakrag.eval.metrics import support_recall
 from dynakrag.eval.report import compare_table
 from dynakrag.eval.runner import evaluate
-from dynakrag.retrieval.dense import DenseIndex
 from dynakrag.retrieval.embeddings import default_embeddings
-from dynakrag.retrieval.hybrid import HybridRetriever
-from dynakrag.retrieval.lexical import BM25Index
+from dynakrag.routing.factory import build_searcher
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATASETS = ("hotpotqa", "2wiki", "musique", "dsrag-ranking", "dsrag-comparison")
@@ -85,17 +83,14 @@ def retrieval_part(datasets: list[str], batch_size: int) -> list[dict[str, Any]]
         vectors = embeddings.embed_documents(texts)
         embed_s = time.perf_counter() - start
         start = time.perf_counter()
-        dense = DenseIndex.build(
-            passages,
-            _Precomputed(embeddings, dict(zip(texts, vectors, strict=True))),
-            progress=False,
-        )
+        precomputed = _Precomputed(embeddings, dict(zip(texts, vectors, strict=True)))
+        dense = build_searcher("dense", passages, embeddings=precomputed)
         index_overhead_s = time.perf_counter() - start
-        bm25 = BM25Index.build(passages)
         retrievers = {
-            "bm25": bm25,
+            "bm25": build_searcher("bm25", passages),
             "dense": dense,
-            "hybrid": HybridRetriever({"dense": dense, "bm25": bm25}),
+            # The same vectors again (looked up, not embedded): the hybrid's own dense index.
+            "hybrid": build_searcher("hybrid", passages, embeddings=precomputed),
         }
         for name, searcher in retrievers.items():
             recall5, recall10, latencies = [], [], []

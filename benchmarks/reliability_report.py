@@ -142,8 +142,8 @@ def measure_injection(limit: int) -> str:
     from dynakrag.graph.builder import build_graph
     from dynakrag.llm.embedded import embedded_available
     from dynakrag.llm.factory import chat_model_from_config
-    from dynakrag.retrieval.dense import DenseIndex
     from dynakrag.retrieval.embeddings import default_embeddings
+    from dynakrag.routing.factory import build_searcher
     from tests.reliability.support import demo_corpus, injected_corpus
 
     for name in list(os.environ):
@@ -166,7 +166,7 @@ def measure_injection(limit: int) -> str:
     embeddings = default_embeddings()
     graphs = {
         name: build_graph(
-            DenseIndex.build(demo_passages(corpus), embeddings, progress=False),
+            build_searcher("dense", demo_passages(corpus), embeddings=embeddings),
             model,
             configuration=cfg,
         )

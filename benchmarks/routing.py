@@ -4,15 +4,15 @@ Two parts; thresholds are fitted on **train** rows only, every reported number c
 **eval** rows:
 
 * **retrievers** (no LLM): per dataset, the open setting's pooled eval paragraphs indexed once
-  (:func:`~dynakrag.retrieval.routing.build_tiers`: bm25, dense, hybrid, hybrid+decompose).
-  Avg-IDF thresholds (p75/p50/p25) come from
-  :meth:`~dynakrag.retrieval.routing.IDFThresholds.fit_dataset` on as many train questions as
-  there are eval questions (indexed on the train rows' own pooled paragraphs). Every eval
-  question is searched by the routed searcher and by each fixed tier (always-cheapest = bm25,
-  always-heaviest = hybrid+decompose), in a rotating order so machine load is shared evenly;
-  reported: support recall @5, mean per-query latency as a ratio to always-cheapest (routing
-  overhead included) and the routed searcher's tier distribution. An "oracle" row (per
-  question the cheapest tier reaching the best SR@5 of any tier) bounds what routing can gain.
+  (:func:`~dynakrag.routing.retriever.build_tiers`: bm25, dense, hybrid, hybrid+decompose).
+  Avg-IDF thresholds (p75/p50/p25) come from :func:`train_idf_thresholds` on as many train
+  questions as there are eval questions (indexed on the train rows' own pooled paragraphs).
+  Every eval question is searched by the routed searcher and by each fixed tier
+  (always-cheapest = bm25, always-heaviest = hybrid+decompose), in a rotating order so machine
+  load is shared evenly; reported: support recall @5, mean per-query latency as a ratio to
+  always-cheapest (routing overhead included) and the routed searcher's tier distribution. An
+  "oracle" row (per question the cheapest tier reaching the best SR@5 of any tier) bounds what
+  routing can gain.
 * **generators** (LLM, the configured backend: the embedded model by default): HotpotQA, the
   first ``--limit`` (default 3) eval questions, hybrid top-5 over the eval pool. Light tier only
   vs heavy (reasoning) tier only vs routed by the post-retrieval perplexity signal, with the
@@ -47,23 +47,26 @@ import numpy as np
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import load_examples, open_corpus
 from dynakrag.eval.metrics import exact_match, f1_score, support_recall
+from dynakrag.llm.client import LLMClient
 from dynakrag.llm.factory import chat_model_from_config, describe_backend
-from dynakrag.llm.routing import (
+from dynakrag.retrieval.embeddings import default_embeddings
+from dynakrag.retrieval.lexical import BM25Index
+from dynakrag.routing.generator import (
     GeneratorRouter,
-    PerplexityThresholds,
     PromptLogprobScorer,
     default_generator_tiers,
-    train_contexts,
+    fit_perplexity_thresholds,
+    retrieved_contexts,
 )
-from dynakrag.retrieval.embeddings import default_embeddings
-from dynakrag.retrieval.routing import (
+from dynakrag.routing.retriever import (
     LEVELS,
     TIER_NAMES,
-    IDFThresholds,
     RetrieverTiers,
     RoutedSearcher,
     build_tiers,
+    fit_idf_thresholds,
 )
+from dynakrag.routing.thresholds import PercentileThresholds
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATASETS = ("hotpotqa", "2wiki", "musique")
@@ -95,6 +98,20 @@ def _log(message: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def train_idf_thresholds(dataset: str, *, limit: int | None, seed: int) -> PercentileThresholds:
+    """Avg-IDF thresholds from the first ``limit`` **train** questions of ``dataset`` (never eval
+    rows), on a BM25 index of those rows' own pooled paragraphs: the retrieval corpus is built
+    per split, and train questions' entities are absent from the eval pool. Keep ``limit`` near
+    the number of eval questions so both corpora have a similar size (idf grows with it)."""
+    examples = load_examples(dataset, "train", limit=limit)
+    return fit_idf_thresholds(
+        (e.question for e in examples),
+        BM25Index.build(open_corpus(examples)),
+        seed=seed,
+        source=f"{dataset}/train",
+    )
+
+
 def _variants(routed: RoutedSearcher) -> list[tuple[str, RoutedSearcher]]:
     middle = [(f"always {name}", routed.always(i)) for i, name in enumerate(TIER_NAMES)][1:-1]
     return [
@@ -120,14 +137,14 @@ def retriever_part(
         tiers = build_tiers(passages, embeddings, batch_size=batch_size)
         built[dataset] = tiers
         # Train rows only, indexed on their own pooled paragraphs, as many as eval questions.
-        thresholds = IDFThresholds.fit_dataset(dataset, limit=len(examples), seed=seed)
+        thresholds = train_idf_thresholds(dataset, limit=len(examples), seed=seed)
         routed = tiers.routed(thresholds)
         variants = _variants(routed)
         warmup = [e.question for e in load_examples(dataset, "train", limit=3)]
         for _, searcher in variants:
             for query in warmup:
                 searcher.search(query, K)
-        routed.clear_log()
+        routed.log.clear()
 
         n_var = len(variants)
         recall = np.zeros((len(examples), n_var))
@@ -144,7 +161,7 @@ def retriever_part(
                 ids[qi][vi] = [passage.id for passage, _ in hits]
                 recall[qi, vi] = support_recall(ids[qi][vi][:K], example.gold_sets)
                 if vi == 0:
-                    routes.append(routed.last_route)
+                    routes.append(routed.log.last)
         # The routed searcher must return exactly what its chosen tier returns.
         mismatches = sum(
             1 for qi, route in enumerate(routes) if ids[qi][0] != ids[qi][1 + route.tier]
@@ -233,11 +250,12 @@ def retriever_table(blocks: list[dict[str, Any]]) -> str:
             )
     lines.append("")
     for block in blocks:
-        t = block["thresholds"]
+        t = PercentileThresholds.from_dict(block["thresholds"])
         lines.append(
-            f"- {block['dataset']}: avg-IDF thresholds p75/p50/p25 = {t['p75']:.2f} / "
-            f"{t['p50']:.2f} / {t['p25']:.2f} from {t['n_queries']} {t['source']} questions "
-            f"(train pool {t['corpus_size']} passages, OOV rate {t['oov_rate']:.1%}); "
+            f"- {block['dataset']}: avg-IDF thresholds p75/p50/p25 = {t.at(75):.2f} / "
+            f"{t.at(50):.2f} / {t.at(25):.2f} from {t.n} {t.source} questions "
+            f"(train pool {t.details['corpus_size']:.0f} passages, OOV rate "
+            f"{t.details['oov_rate']:.1%}); "
             f"routing overhead {block['routing_overhead_vs_cheapest']:.3f}x of a bm25 query; "
             f"routed results differing from the chosen tier's: {block['routed_mismatches']}"
         )
@@ -274,14 +292,15 @@ def generator_part(args: argparse.Namespace, eval_tiers: RetrieverTiers | None) 
     train_tiers = build_tiers(train_pool, embeddings, batch_size=args.batch_size)
     index_s = time.perf_counter() - started
 
-    model = chat_model_from_config(cfg)
-    tiers = default_generator_tiers(model, heavy_max_tokens=args.heavy_max_tokens)
+    llm = LLMClient(chat_model_from_config(cfg), max_retries=args.retries)
+    tiers = default_generator_tiers(llm, heavy_max_tokens=args.heavy_max_tokens)
     scorer = PromptLogprobScorer.from_config(cfg, max_chars=args.max_chars, timeout=args.timeout)
-    probe = GeneratorRouter(tiers, None, scorer=scorer, fixed_tier=0, retries=args.retries)
+    probe = GeneratorRouter(tiers, None, scorer=scorer, fixed_tier=0)
 
     _log(f"[b] measuring the {probe.signal_kind} perplexity of {args.train_limit} train contexts")
     t0 = time.perf_counter()
-    contexts = train_contexts(GEN_DATASET, train_tiers.hybrid, k=K, limit=args.train_limit)
+    train_questions = load_examples(GEN_DATASET, "train", limit=args.train_limit)
+    contexts = retrieved_contexts((e.question for e in train_questions), train_tiers.hybrid, k=K)
     train_signals = []
     for question, passages in contexts:
         s0 = time.perf_counter()
@@ -297,12 +316,12 @@ def generator_part(args: argparse.Namespace, eval_tiers: RetrieverTiers | None) 
     values = [s["perplexity"] for s in train_signals if s["perplexity"] is not None]
     if not values:
         raise SystemExit("no perplexity signal on any train context: the backend gives none")
-    thresholds = PerplexityThresholds.fit(
+    thresholds = fit_perplexity_thresholds(
         values, kind=probe.signal_kind, source=f"{GEN_DATASET}/train[:{args.train_limit}]"
     )
     fit_s = time.perf_counter() - t0
 
-    routed = GeneratorRouter(tiers, thresholds, scorer=scorer, retries=args.retries)
+    routed = GeneratorRouter(tiers, thresholds, scorer=scorer)
     variants = [
         ("light only", routed.always(0)),
         ("heavy (reasoning) only", routed.always(1)),
@@ -331,7 +350,7 @@ def generator_part(args: argparse.Namespace, eval_tiers: RetrieverTiers | None) 
                 "f1": f1_score(answer, example.answers),
                 "seconds": seconds,
                 "tier": generation.decision.tier_name,
-                "perplexity": generation.decision.perplexity,
+                "perplexity": generation.decision.value,
                 "signal_tokens": None if generation.signal is None else generation.signal.tokens,
                 "llm_calls": generation.usage.llm_calls,
                 "prompt_tokens": generation.usage.prompt_tokens,

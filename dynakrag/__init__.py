@@ -12,7 +12,8 @@ from dynakrag.errors import (
     ModelUnavailableError,
     UserInputError,
 )
-from dynakrag.graph.builder import build_graph, validate_question
+from dynakrag.graph.builder import build_graph
+from dynakrag.graph.nodes import validate_question
 from dynakrag.state import ACTIONS
 
 __version__ = "0.1.0"

@@ -12,12 +12,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dynakrag.errors import ConfigurationError
 
 ENV_PREFIX = "DYNAKRAG_"
+
+RetrieverName = Literal["dense", "bm25", "hybrid", "routed"]
+"""The retrievers a searcher can be built as (see :mod:`dynakrag.routing.factory`)."""
 
 
 def default_cache_dir() -> Path:
@@ -32,8 +34,29 @@ def default_cache_dir() -> Path:
     return Path(base) / "dynakrag"
 
 
+BUILD_TIME_FIELDS: frozenset[str] = frozenset(
+    {
+        "llm_base_url",
+        "llm_model",
+        "llm_max_tokens",
+        "llm_timeout_s",
+        "llm_max_retries",
+        "embedding_batch_size",
+        "cache_dir",
+        "retriever",
+    }
+)
+"""Fields bound when a graph is built (its LLM client, its searcher and their caches): a run's
+``config["configurable"]`` cannot change them (see :meth:`Configuration.for_run`)."""
+
+
 class Configuration(BaseModel):
-    """Settings of one dynakrag run. Every field can be overridden per run."""
+    """Settings of one dynakrag run.
+
+    Every field can be overridden per run in ``config["configurable"]`` except the
+    :data:`BUILD_TIME_FIELDS` (the LLM endpoint and its limits, the retriever, batch size and
+    cache directory), which take effect only through the configuration a graph is built with.
+    """
 
     model_config = ConfigDict(extra="ignore", validate_assignment=True)
 
@@ -98,6 +121,13 @@ class Configuration(BaseModel):
         "'dynakrag train-selector'.",
     )
     seed: int = Field(default=13, description="Seed for every random choice in a run.")
+    retriever: RetrieverName = Field(
+        default="dense",
+        description="Searcher built over a corpus ('ask --corpus', 'eval'): 'dense' (MiniLM), "
+        "'bm25', 'hybrid' (both fused by reciprocal rank) or 'routed' (DRAG: each query to the "
+        "bm25, dense, hybrid or hybrid+decompose tier by its average IDF, thresholds fitted on "
+        "the corpus). Used when the searcher is built, not per run.",
+    )
 
     # --- models ------------------------------------------------------------------------------
     llm_base_url: str | None = Field(
@@ -130,17 +160,28 @@ class Configuration(BaseModel):
         )
         return _validated(cls, values)
 
-    @classmethod
-    def from_runnable_config(cls, config: RunnableConfig | None = None) -> Configuration:
-        """Read a run's settings from ``config["configurable"]`` over the environment."""
-        return cls.from_env().merged((config or {}).get("configurable"))
-
     def merged(self, overrides: Mapping[str, Any] | None) -> Configuration:
         """A copy with the known fields of ``overrides`` applied and validated."""
         known = {k: v for k, v in (overrides or {}).items() if k in type(self).model_fields}
         if not known:
             return self
         return _validated(type(self), {**self.model_dump(), **known})
+
+    def for_run(self, overrides: Mapping[str, Any] | None) -> Configuration:
+        """The settings of one run of a graph built with this configuration: ``overrides``
+        (a run's ``config["configurable"]``) applied as by :meth:`merged`.
+
+        Raises ConfigurationError when they change one of the :data:`BUILD_TIME_FIELDS`, which
+        a built graph could not honour.
+        """
+        run = self.merged(overrides)
+        for name in sorted(BUILD_TIME_FIELDS):
+            if getattr(run, name) != getattr(self, name):
+                raise ConfigurationError(
+                    f"{name!r} is fixed when the graph is built and cannot change per run; "
+                    "pass it in the Configuration given to build_graph(configuration=...)"
+                )
+        return run
 
 
 def _validated(cls: type[Configuration], values: dict[str, Any]) -> Configuration:

@@ -156,8 +156,3 @@ def initial_state(question: str) -> State:
         completion_tokens=0,
         accounting={},
     )
-
-
-def action_history(state: State) -> list[str]:
-    """Actions taken so far, in order."""
-    return [entry["action"] for entry in state.get("trace", [])]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dynakrag.actions.common import Resources, action_update, content_words, looks_like_value
+from dynakrag.actions.common import Resources, action_update
+from dynakrag.actions.text import content_words, looks_like_value
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, Usage
 from dynakrag.state import Document, State
@@ -97,9 +98,4 @@ def compress_answer_evidence(
         details={"kept": [d["id"] for d in kept], "dropped": len(evidence) - len(kept), **details},
         evidence=kept,
         compressed=True,
-        # The edge to stop_answer is fixed: record that decision rather than a stale one.
-        valid_actions=["stop_answer"],
-        invalid_reasons={},
-        policy_scores={},
-        next_action="stop_answer",
     )

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynakrag.actions.common import Resources, acquisition_update
+from dynakrag.actions.common import Resources
+from dynakrag.actions.frontier import acquisition_update
+from dynakrag.actions.gaps import take_gap
 from dynakrag.configuration import Configuration
 from dynakrag.state import State
 
 
 def gap_query(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
     """Query the oldest pending gap and mark it as queried."""
-    gaps = list(state.get("gaps", []))
-    gap = gaps.pop(0)
+    gap, gaps, queried_gaps = take_gap(state)
     return acquisition_update(
-        state,
-        resources,
-        cfg,
-        "gap_query",
-        gap,
-        gaps=gaps,
-        queried_gaps=[*state.get("queried_gaps", []), gap],
+        state, resources, cfg, "gap_query", gap, gaps=gaps, queried_gaps=queried_gaps
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynakrag.actions.common import Resources, acquisition_update
+from dynakrag.actions.common import Resources
+from dynakrag.actions.frontier import acquisition_update
 from dynakrag.configuration import Configuration
 from dynakrag.state import State
 

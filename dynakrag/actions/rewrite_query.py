@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.common import Resources, acquisition_update, evidence_window
+from dynakrag.actions.common import Resources, evidence_window
+from dynakrag.actions.frontier import acquisition_update
 from dynakrag.configuration import Configuration
 from dynakrag.state import State
 

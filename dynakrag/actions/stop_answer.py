@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.common import Resources, action_update, evidence_window, looks_like_value
+from dynakrag.actions.common import Resources, action_update, evidence_window
+from dynakrag.actions.text import looks_like_value
 from dynakrag.configuration import Configuration
+from dynakrag.llm.answers import parse_final_answer
 from dynakrag.state import State
 
 
@@ -30,7 +32,7 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[
             prompts.answer_messages(state["question"], evidence, facts)
         )
         usage_kwargs["usage"] = usage
-        answer = _clean(reply) if reply else None
+        answer = parse_final_answer(reply)
     fallback = answer is None
     if fallback:
         subs = state.get("sub_questions", [])
@@ -46,10 +48,3 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[
         evidence=evidence,
         **usage_kwargs,
     )
-
-
-def _clean(reply: str) -> str | None:
-    line = reply.strip().splitlines()[0].strip() if reply.strip() else ""
-    if line.lower().startswith("answer:"):
-        line = line[len("answer:") :].strip()
-    return line.strip('"').strip() or None

@@ -7,50 +7,20 @@ or says UNKNOWN; every UNKNOWN part becomes a recorded gap.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.common import (
-    Resources,
-    action_update,
-    content_words,
-    detect_bridge_entities,
-    evidence_window,
-    question_names,
-)
+from dynakrag.actions.bridge_entities import detect_bridge_entities
+from dynakrag.actions.common import Resources, action_update, evidence_window
+from dynakrag.actions.gaps import open_gaps
+from dynakrag.actions.text import content_words, question_names
 from dynakrag.configuration import Configuration
-from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
+from dynakrag.decomposition import decompose, resolve_references
+from dynakrag.llm.client import NO_USAGE
 from dynakrag.state import Document, State, SubQuestion
 
-MAX_SUB_QUESTIONS = 5
 # EPQD makes one sub-question per part; long DS-RAG questions have up to ~10 parts.
 MAX_EPQD_SUB_QUESTIONS = 10
-_REFERENCE = re.compile(r"#(\d+)")
-
-
-def decompose(question: str, llm: LLMClient) -> tuple[list[str], Usage]:
-    """Sub-questions of ``question``; falls back to the question itself on an unusable reply."""
-    reply, usage = llm.json(prompts.decompose_messages(question))
-    parts = reply.get("sub_questions") if reply else None
-    if not isinstance(parts, list):
-        return [question], usage
-    cleaned = [
-        str(part).strip() for part in parts if isinstance(part, str | int) and str(part).strip()
-    ]
-    return (cleaned[:MAX_SUB_QUESTIONS] or [question]), usage
-
-
-def resolve_references(text: str, answers: list[str | None]) -> str:
-    """Replace ``#k`` with the answer of sub-question k where it is known."""
-
-    def substitute(match: re.Match[str]) -> str:
-        index = int(match.group(1)) - 1
-        if 0 <= index < len(answers) and answers[index]:
-            return str(answers[index])
-        return match.group(0)
-
-    return _REFERENCE.sub(substitute, text)
 
 
 def is_grounded(answer: str, sub_question: str, evidence: list[Document]) -> bool:
@@ -110,14 +80,7 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
         SubQuestion(question=resolve_references(text, answers), answer=answer)
         for text, answer in zip(texts, answers, strict=True)
     ]
-    queried = {gap.lower() for gap in state.get("queried_gaps", [])}
-    gaps = [
-        sub["question"]
-        for sub in sub_questions
-        if sub["answer"] is None
-        and not _REFERENCE.search(sub["question"])
-        and sub["question"].lower() not in queried
-    ]
+    gaps = open_gaps(sub_questions, state.get("queried_gaps", []))
     sufficient = all(answer is not None for answer in answers)
     return action_update(
         state,

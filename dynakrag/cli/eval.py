@@ -4,11 +4,11 @@ Controller comparisons are one method, ``dynakrag``, with a different ``--policy
 ``heuristic`` (default), ``uniform`` (random among valid actions), ``fixed`` (hand-written
 schedule), ``oracle`` (gold-aware look-ahead: an upper bound that reads the gold support, for
 evaluation only) or a trained policy file. ``--ablate sufficiency|compression|continuation``
-(repeatable) switches parts of the method off (see :data:`dynakrag.eval.methods.ABLATIONS`).
+(repeatable) switches parts of the method off (see
+:data:`dynakrag.eval.methods.dynakrag.ABLATIONS`).
 
-Wired into :mod:`dynakrag.cli` with :func:`add_eval_parser` (the parser) and :func:`run_eval`
-(the handler). User errors (missing data, bad options) raise :class:`UserInputError`
-subclasses, which the CLI reports in one line with exit code 2.
+User errors (missing data, bad options) raise :class:`UserInputError` subclasses, which
+:func:`dynakrag.cli.main.main` reports in one line with exit code 2.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dynakrag.cli.arguments import positive_int
+from dynakrag.cli.arguments import EXIT_OK, positive_int
 from dynakrag.data.datasets import DATASETS, default_setting
 from dynakrag.errors import UserInputError
-from dynakrag.eval.methods import ABLATIONS, METHODS, ORACLE, get_method
-from dynakrag.eval.runner import RETRIEVERS, SETTINGS
+from dynakrag.eval.methods import METHODS, get_method
+from dynakrag.eval.methods.dynakrag import ABLATIONS, ORACLE
+from dynakrag.eval.runner import SETTINGS
+from dynakrag.routing.factory import RETRIEVERS
 
-__all__ = ["add_eval_parser", "run_eval"]
 
-
-def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``eval`` sub-command to ``subparsers`` (from ``add_subparsers``)."""
+def add_parser(subparsers: Any) -> None:
+    """Add the ``eval`` command to ``subparsers`` (from ``add_subparsers``)."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "eval",
         help="evaluate a method on a benchmark split",
@@ -43,7 +43,13 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(default: distractor, open for the DS-RAG datasets, which have only their corpus)",
     )
     parser.add_argument("--method", required=True, choices=tuple(METHODS))
-    parser.add_argument("--retriever", default="dense", choices=RETRIEVERS, help="default: dense")
+    parser.add_argument(
+        "--retriever",
+        choices=RETRIEVERS,
+        help="default: the configuration's (DYNAKRAG_RETRIEVER, else dense); 'routed' sends each "
+        "query to bm25, dense, hybrid or hybrid+decompose by its average IDF (thresholds "
+        "fitted on the searched corpus)",
+    )
     parser.add_argument("--limit", type=positive_int, help="the first N questions only")
     parser.add_argument("--seed", type=int, help="default: the configuration's seed")
     parser.add_argument(
@@ -76,11 +82,11 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--no-cache", action="store_true", help="do not use the LLM disk cache")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--out", type=Path, required=True, help="where to write the JSON")
-    return parser
+    parser.set_defaults(handler=run_eval)
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    """Handle ``dynakrag eval``; returns the exit code (0)."""
+    """Run the method over the split, write the reports and print the summary table."""
     from dynakrag.configuration import Configuration
     from dynakrag.eval.report import compare_table, report_paths
     from dynakrag.eval.runner import evaluate
@@ -93,7 +99,9 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.oracle_horizon is not None and args.policy != ORACLE:
         raise UserInputError("--oracle-horizon applies to --policy oracle only")
     # The oracle is not a configured policy (resolve_policy refuses it): pass it to the method.
-    cfg = Configuration.from_env(policy=None if args.policy == ORACLE else args.policy)
+    cfg = Configuration.from_env(
+        policy=None if args.policy == ORACLE else args.policy, retriever=args.retriever
+    )
     options: dict[str, Any] = {}
     if args.method == "dynakrag":
         options["policy"] = args.policy if args.policy == ORACLE else cfg.policy
@@ -109,7 +117,7 @@ def run_eval(args: argparse.Namespace) -> int:
         args.split,
         setting,
         method,
-        retriever=args.retriever,
+        retriever=cfg.retriever,
         limit=args.limit,
         seed=args.seed,
         no_answer=args.no_answer,
@@ -124,4 +132,4 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"LLM cache: {cache['hits']} hits, {cache['misses']} misses ({cache['path']})")
     md_path, png_path = report_paths(args.out)
     print(f"Wrote {args.out}, {md_path}, {png_path}", file=sys.stdout)
-    return 0
+    return EXIT_OK

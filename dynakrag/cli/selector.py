@@ -1,4 +1,4 @@
-"""The ``dynakrag train-selector`` command: fit DS-RAG's GS selector on DS-RAG TRAIN rows.
+"""``dynakrag train-selector``: fit DS-RAG's GS selector on DS-RAG TRAIN rows.
 
 ``dynakrag train-selector [--limit N] [--epochs E] [--seed S] [--out PATH.npz]
 [--criteria rule|metadata] [--holdout F] [--k-retrieved K] [--batch-size B]
@@ -16,40 +16,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dynakrag.cli.arguments import positive_int
+from dynakrag.cli.arguments import EXIT_OK, holdout_fraction, positive_float, positive_int
 from dynakrag.errors import UserInputError
 
-__all__ = ["SELECTOR_HANDLERS", "add_selector_parser", "run_train_selector"]
 
-EXIT_OK = 0
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _holdout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
-    return value
-
-
-def add_selector_parser(subparsers: Any) -> None:
-    """Add the ``train-selector`` sub-command to ``subparsers``."""
+def add_parser(subparsers: Any) -> None:
+    """Add the ``train-selector`` command to ``subparsers`` (from ``add_subparsers``)."""
     parser = subparsers.add_parser(
         "train-selector", help="fit DS-RAG's graph-based chunk selector on DS-RAG train rows"
     )
@@ -67,21 +42,24 @@ def add_selector_parser(subparsers: Any) -> None:
         choices=["rule", "metadata"],
         help="rule-based criteria from the question, or one per person from the row",
     )
-    parser.add_argument("--holdout", type=_holdout, default=0.2, help="held-out anchor share")
+    parser.add_argument(
+        "--holdout", type=holdout_fraction, default=0.2, help="held-out anchor share"
+    )
     parser.add_argument(
         "--k-retrieved", type=int, default=5, help="BM25 chunks added to each candidate set"
     )
     parser.add_argument("--batch-size", type=positive_int, default=64)
-    parser.add_argument("--temperature", type=_positive_float, default=0.05)
-    parser.add_argument("--learning-rate", type=_positive_float, default=2e-3)
+    parser.add_argument("--temperature", type=positive_float, default=0.05)
+    parser.add_argument("--learning-rate", type=positive_float, default=2e-3)
     parser.add_argument(
         "--weight-decay", type=float, default=1e-3, help="Adam L2 penalty (0 switches it off)"
     )
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads")
+    parser.set_defaults(handler=run_train_selector)
 
 
 def run_train_selector(args: argparse.Namespace) -> int:
-    """Handler of ``dynakrag train-selector``."""
+    """Fit the selector, print the held-out report and save the weights with their metadata."""
     import torch
 
     from dynakrag.dsrag.selector_training import metadata_criteria, rule_criteria, train_selector
@@ -122,9 +100,3 @@ def run_train_selector(args: argparse.Namespace) -> int:
     print(f"Saved the selector to {path} and {path.with_suffix('.json')}")
     sys.stdout.flush()
     return EXIT_OK
-
-
-SELECTOR_HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "train-selector": run_train_selector,
-}
-"""Handlers of the commands :func:`add_selector_parser` adds, by command name."""

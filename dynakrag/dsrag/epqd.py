@@ -1,10 +1,10 @@
 """EPQD: Entity-Preserving Question Decomposition (DS-RAG, Section 2.2.2).
 
 The question is first segmented at its conjunctions and commas, never inside quotation marks
-(:func:`segment_question`). The LLM then gets the original question and the numbered parts and
-writes one grammatically complete sub-question per part, keeping the original terminology
-(Table 4's instruction, with few-shot examples for "preserve context" and "remove duplicated
-entities"; see :mod:`dynakrag.prompts`).
+(:func:`~dynakrag.decomposition.segment_question`). The LLM then gets the original question
+and the numbered parts and writes one grammatically complete sub-question per part, keeping
+the original terminology (Table 4's instruction, with few-shot examples for "preserve context"
+and "remove duplicated entities"; see :mod:`dynakrag.prompts`).
 
 How a :class:`Decomposition` was obtained:
 
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dynakrag import prompts
+from dynakrag.decomposition import PART_EDGES, segment_question
 from dynakrag.dsrag.question_graph import (
     AUXILIARIES,
     QUESTION_WORDS,
@@ -41,27 +42,17 @@ from dynakrag.dsrag.question_graph import (
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 
 __all__ = [
-    "CONJUNCTIONS",
     "EPQD",
     "Decomposition",
     "baseline_decompose",
     "rule_decompose",
     "rule_sub_questions",
-    "segment_question",
 ]
 
 logger = logging.getLogger(__name__)
 
 DecompositionMethod = Literal["llm", "repaired", "rules", "fallback"]
 """``rules``: the rule path was asked for; ``fallback``: the LLM path failed and fell back."""
-
-CONJUNCTIONS: tuple[str, ...] = ("as well as", "whereas", "and", "or", "but", "nor")
-"""The conjunctions EPQD splits at (besides commas). Words that are also prepositions or
-adverbs ("for", "so", "yet") are left out: "the birth date for Taylor Swift" is one phrase."""
-
-_SPLIT = re.compile(r",|\b(?:" + "|".join(CONJUNCTIONS).replace(" ", r"\s+") + r")\b", re.I)
-_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
-_PART_EDGES = " \t\n,;:?!"
 
 
 @dataclass(frozen=True)
@@ -75,32 +66,6 @@ class Decomposition:
     usage: Usage = NO_USAGE
     note: str | None = None
     """Why a repair or the fallback was needed."""
-
-
-# ------------------------------------------------------------------------------ segmentation
-
-
-def segment_question(question: str) -> list[str]:
-    """Split ``question`` at commas and :data:`CONJUNCTIONS`, never inside "..." or “...”.
-
-    Parts are stripped of spaces and of ``,;:?!`` at their ends; empty ones are dropped. A
-    question with at most one part comes back whole (question mark included); an empty
-    question gives no part.
-    """
-    text = str(question or "").strip()
-    if not text:
-        return []
-    quoted = [m.span() for m in _QUOTED.finditer(text)]
-    parts, start = [], 0
-    for match in _SPLIT.finditer(text):
-        if any(a < match.start() < b for a, b in quoted):
-            continue  # a comma or "and" inside a quotation is part of the quoted title
-        parts.append(text[start : match.start()])
-        start = match.end()
-    parts.append(text[start:])
-    cleaned = [part.strip(_PART_EDGES) for part in parts]
-    cleaned = [part for part in cleaned if part]
-    return cleaned if len(cleaned) > 1 else [text]
 
 
 # ------------------------------------------------------------------------------ rule path
@@ -162,7 +127,7 @@ def _item(part: str) -> _Item | None:
 
 
 def _question(text: str) -> str:
-    text = text.strip().rstrip(_PART_EDGES)
+    text = text.strip().rstrip(PART_EDGES)
     if text.endswith(".") and not is_abbreviation(text.split()[-1]):
         text = text.rstrip(".")  # a full stop, not the one of "Jr."
     return (text[:1].upper() + text[1:] + "?") if text else ""
@@ -236,7 +201,7 @@ def rule_sub_questions(parts: Sequence[str]) -> list[str]:
     * Any other fragment ("a homemaker", "where his father worked ...") continues the
       previous sub-question.
     """
-    parts = [str(p).strip(_PART_EDGES) for p in parts if str(p).strip(_PART_EDGES)]
+    parts = [str(p).strip(PART_EDGES) for p in parts if str(p).strip(PART_EDGES)]
     if not parts:
         return []
     items = [_item(part) for part in parts]
@@ -301,7 +266,8 @@ def rule_sub_questions(parts: Sequence[str]) -> list[str]:
 
 
 def rule_decompose(question: str) -> Decomposition:
-    """EPQD without an LLM: :func:`segment_question` then :func:`rule_sub_questions`."""
+    """EPQD without an LLM: :func:`~dynakrag.decomposition.segment_question`, then
+    :func:`rule_sub_questions`."""
     text = str(question or "").strip()
     parts = segment_question(text)
     return Decomposition(

@@ -21,23 +21,23 @@ The model scores a selection criterion against retrieved chunks by cosine simila
   graph side.
 
 :class:`GraphSelector` is the estimator around the module: hyper-parameters in ``__init__``,
-``fit`` (InfoNCE, :mod:`dynakrag.dsrag.selector_training`), ``score``, ``select``, ``save`` and
-``load``.
+``score``, ``select``, ``save`` and ``load``. It is fitted by
+:func:`dynakrag.dsrag.selector_training.fit_selector` (InfoNCE); the model does not import its
+trainer.
 
 Files
     ``<name>.npz`` holds the weights (float32 arrays named by the module's ``state_dict``
-    keys), written and read by :mod:`dynakrag.policy.value_model`'s ``write_arrays`` /
-    ``read_arrays``: a zip of ``.npy`` arrays loaded with ``allow_pickle=False`` after every
-    header was checked, so loading never runs code from the file. ``<name>.json`` beside it
-    holds the metadata: format, schema version, architecture, encoder, temperature, training
-    settings, training-data SHA-256, metrics and the SHA-256 of the ``.npz``, which is checked
-    before the weights are opened. Anything else is refused with :class:`SelectorFileError`.
+    keys), written and read by :func:`dynakrag.files.write_arrays` /
+    :func:`~dynakrag.files.read_arrays`: a zip of ``.npy`` arrays loaded with
+    ``allow_pickle=False`` after every header was checked, so loading never runs code from the
+    file. ``<name>.json`` beside it holds the metadata: format, schema version, architecture,
+    encoder, temperature, training settings, training-data SHA-256, metrics and the SHA-256 of
+    the ``.npz``, which is checked before the weights are opened. Anything else is refused with
+    :class:`SelectorFileError`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 import re
@@ -45,7 +45,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -55,11 +55,16 @@ from torch.nn import functional as F
 
 from dynakrag.dsrag.types import CriterionGraph
 from dynakrag.errors import ConfigurationError, ModelUnavailableError
-from dynakrag.policy.value_model import PolicyFileError, read_arrays, write_arrays
+from dynakrag.files import (
+    ModelFileError,
+    json_safe,
+    read_arrays,
+    read_json,
+    sha256_file,
+    write_arrays,
+    write_json,
+)
 from dynakrag.retrieval.dense import model_name_of
-
-if TYPE_CHECKING:
-    from dynakrag.dsrag.selector_training import FitReport, SelectionExample
 
 __all__ = [
     "DEFAULT_MODEL_PATH",
@@ -84,13 +89,10 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _WEIGHTS_FORMAT = f"{FILE_FORMAT}-weights"
 
 
-class SelectorFileError(ConfigurationError):
+class SelectorFileError(ModelFileError):
     """A file given as a GS selector is not a valid dynakrag selector file."""
 
-    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{path} is not a dynakrag selector file: {reason}")
+    kind = "selector file"
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,6 +308,15 @@ class GraphSelector:
     for the initialisation, dropout and batch order, so a fit is reproducible on CPU.
     """
 
+    # Fitted state, set by ``selector_training.fit_selector`` or by :meth:`load` (scikit-learn's
+    # trailing underscore): the module, the fit's report (None after a load), the SHA-256 of
+    # the training examples, the report's metrics and the caller's info.
+    model_: GraphSelectionModel
+    report_: Any
+    training_data_sha256_: str
+    metrics_: dict[str, Any]
+    info_: dict[str, Any]
+
     def __init__(
         self,
         embeddings: Embeddings | None = None,
@@ -364,30 +375,11 @@ class GraphSelector:
     def _model(self) -> GraphSelectionModel:
         model = getattr(self, "model_", None)
         if model is None:
-            raise ConfigurationError("this GraphSelector is not fitted: call fit() or load()")
+            raise ConfigurationError(
+                "this GraphSelector is not fitted: fit it with "
+                "dynakrag.dsrag.selector_training.fit_selector, or load() a saved one"
+            )
         return model
-
-    # --- fitting --------------------------------------------------------------------------
-
-    def fit(
-        self,
-        train: Sequence[SelectionExample],
-        validation: Sequence[SelectionExample] = (),
-        *,
-        info: Mapping[str, Any] | None = None,
-    ) -> GraphSelector:
-        """Train the graph encoder and projection with InfoNCE (see
-        :func:`dynakrag.dsrag.selector_training.fit_model`); ``info`` is stored in the
-        metadata (data sources, criteria function)."""
-        from dynakrag.dsrag.selector_training import examples_sha256, fit_model
-
-        model, report = fit_model(self, train, validation)
-        self.model_: GraphSelectionModel = model
-        self.report_: FitReport | None = report
-        self.training_data_sha256_: str = examples_sha256([*train, *validation])
-        self.metrics_: dict[str, Any] = report.metrics()
-        self.info_: dict[str, Any] = dict(info or {})
-        return self
 
     # --- scoring --------------------------------------------------------------------------
 
@@ -482,16 +474,14 @@ class GraphSelector:
                 "random_state": self.random_state,
             },
             "training_data_sha256": getattr(self, "training_data_sha256_", ""),
-            "metrics": _json_safe(getattr(self, "metrics_", {})),
-            "info": _json_safe(getattr(self, "info_", {})),
+            "metrics": json_safe(getattr(self, "metrics_", {})),
+            "info": json_safe(getattr(self, "info_", {})),
             "n_parameters": model.count_parameters(),
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write ``<name>.npz`` (weights) and ``<name>.json`` (metadata with the weights'
         SHA-256); ``path`` must end in ``.npz``. Returns the ``.npz`` path."""
-        from dynakrag.retrieval.dense import _sha256, _write_atomic
-
         weights = Path(path)
         if weights.suffix != ".npz":
             raise ValueError(f"a selector file must end in .npz, got {weights.name!r}")
@@ -501,9 +491,12 @@ class GraphSelector:
             for name, tensor in model.state_dict().items()
         }
         write_arrays(weights, arrays, {"format": _WEIGHTS_FORMAT, "schema": SCHEMA_VERSION})
-        meta = {**self.metadata(), "weights_file": weights.name, "weights_sha256": _sha256(weights)}
-        text = json.dumps(meta, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False)
-        _write_atomic(weights.with_suffix(".json"), (text + "\n").encode("utf-8"))
+        meta = {
+            **self.metadata(),
+            "weights_file": weights.name,
+            "weights_sha256": sha256_file(weights),
+        }
+        write_json(weights.with_suffix(".json"), meta, sort_keys=True, allow_nan=False)
         return weights
 
     @classmethod
@@ -541,7 +534,7 @@ class GraphSelector:
         _check_weights_hash(given, weights, meta)
         try:
             arrays, weights_meta = read_arrays(weights)
-        except PolicyFileError as exc:
+        except ModelFileError as exc:
             raise refuse(f"its weights {weights.name}: {exc.reason}") from None
         if weights_meta.get("format") != _WEIGHTS_FORMAT:
             raise refuse(f"{weights.name} does not hold selector weights")
@@ -599,19 +592,14 @@ def _positive_number(value: Any) -> bool:
 
 def _read_metadata(given: Path, meta_path: Path) -> dict[str, Any]:
     try:
-        with meta_path.open("rb") as handle:
-            raw = handle.read(MAX_METADATA_BYTES + 1)
+        meta = read_json(meta_path, max_bytes=MAX_METADATA_BYTES)
     except OSError as exc:
         raise SelectorFileError(
             given, f"cannot read its metadata {meta_path.name} ({exc.strerror or exc})"
         ) from None
-    if len(raw) > MAX_METADATA_BYTES:
-        raise SelectorFileError(given, f"its metadata exceeds {MAX_METADATA_BYTES} bytes")
-    try:
-        meta = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise SelectorFileError(
-            given, f"its metadata {meta_path.name} is not JSON ({type(exc).__name__})"
+            given, f"its metadata {meta_path.name} is not JSON ({exc})"
         ) from None
     if not isinstance(meta, dict):
         raise SelectorFileError(given, "its metadata is not a JSON object")
@@ -633,19 +621,16 @@ def _check_weights_hash(given: Path, weights: Path, meta: Mapping[str, Any]) -> 
     expected = meta.get("weights_sha256")
     if not isinstance(expected, str) or not _SHA256.fullmatch(expected):
         raise SelectorFileError(given, "its metadata has no valid weights_sha256")
-    digest = hashlib.sha256()
     try:
-        with weights.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        digest = sha256_file(weights)
     except OSError as exc:
         raise SelectorFileError(
             given, f"cannot read its weights {weights.name} ({exc.strerror or exc})"
         ) from None
-    if digest.hexdigest() != expected:
+    if digest != expected:
         raise SelectorFileError(
             given,
-            f"the SHA-256 of {weights.name} is {digest.hexdigest()}, its metadata says "
+            f"the SHA-256 of {weights.name} is {digest}, its metadata says "
             f"{expected} (the weights were altered or belong to another model)",
         )
 
@@ -681,19 +666,6 @@ def _text_encoder_parameters(embeddings: Embeddings) -> int | None:
     if not isinstance(model, nn.Module):
         return None
     return sum(p.numel() for p in model.parameters())
-
-
-def _json_safe(value: Any) -> Any:
-    """``value`` with NaN/inf as None, numpy scalars as Python numbers, tuples as lists."""
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 # --------------------------------------------------------------------------------------------

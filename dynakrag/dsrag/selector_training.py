@@ -16,7 +16,7 @@ Held-out split (:func:`split_holdout`)
     By anchor (person): DS-RAG's eval questions are about people no train question mentions, so
     the validation criteria are about people the fit never saw as anchors.
 
-Fit (:func:`fit_model`)
+Fit (:func:`fit_selector`, scikit-learn style: it returns the fitted selector)
     The text encoder is frozen; each distinct text (node texts and chunks) is embedded once.
     Batches of ``batch_size`` criteria are scored against the union of their candidate sets,
     so every criterion also meets the other criteria's candidates (in-batch negatives). The
@@ -35,7 +35,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from dynakrag.dsrag.selector import (
 )
 from dynakrag.dsrag.types import Criterion, CriterionGraph, QEdge, QNode
 from dynakrag.errors import ConfigurationError, UserInputError
+from dynakrag.files import records_sha256
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -62,11 +63,12 @@ __all__ = [
     "DSRAG_DATASETS",
     "BuildStats",
     "CriteriaFn",
-    "FitReport",
     "SelectionExample",
+    "SelectorFitReport",
     "build_selection_examples",
     "examples_sha256",
     "fit_model",
+    "fit_selector",
     "info_nce",
     "load_training_questions",
     "match_gold_sentence",
@@ -113,9 +115,7 @@ class SelectionExample:
 
 def examples_sha256(examples: Iterable[SelectionExample]) -> str:
     """SHA-256 of the examples' canonical JSON lines, in order."""
-    from dynakrag.training.fit import training_data_sha256
-
-    return training_data_sha256(example.record() for example in examples)
+    return records_sha256(example.record() for example in examples)
 
 
 # --------------------------------------------------------------------------------------------
@@ -334,8 +334,8 @@ def info_nce(sims: torch.Tensor, positive: torch.Tensor, temperature: float) -> 
 
 
 @dataclass
-class FitReport:
-    """What a fit did and how well the model picks gold chunks."""
+class SelectorFitReport:
+    """What a selector fit did and how well the model picks gold chunks."""
 
     n_train: int
     n_validation: int
@@ -426,7 +426,7 @@ def fit_model(
     selector: GraphSelector,
     train: Sequence[SelectionExample],
     validation: Sequence[SelectionExample] = (),
-) -> tuple[GraphSelectionModel, FitReport]:
+) -> tuple[GraphSelectionModel, SelectorFitReport]:
     """Fit a :class:`GraphSelectionModel` with ``selector``'s hyper-parameters and encoder."""
     from tqdm import tqdm
 
@@ -503,7 +503,7 @@ def fit_model(
                 )
         train_accuracy = _accuracy(model, train_items, table)
     model.eval()
-    report = FitReport(
+    report = SelectorFitReport(
         n_train=len(train),
         n_validation=len(validation),
         n_train_groups=len({e.group for e in train}),
@@ -521,6 +521,26 @@ def fit_model(
     return model, report
 
 
+def fit_selector(
+    selector: GraphSelector,
+    train: Sequence[SelectionExample],
+    validation: Sequence[SelectionExample] = (),
+    *,
+    info: Mapping[str, Any] | None = None,
+) -> GraphSelector:
+    """Train ``selector``'s graph encoder and projection with InfoNCE (:func:`fit_model`) and
+    return it, fitted: its ``model_``, ``report_``, ``training_data_sha256_`` (of ``train``
+    then ``validation``), ``metrics_`` and ``info_`` (stored in the metadata: data sources,
+    criteria function) are set."""
+    model, report = fit_model(selector, train, validation)
+    selector.model_ = model
+    selector.report_ = report
+    selector.training_data_sha256_ = examples_sha256([*train, *validation])
+    selector.metrics_ = report.metrics()
+    selector.info_ = dict(info or {})
+    return selector
+
+
 # --------------------------------------------------------------------------------------------
 # End to end
 
@@ -534,7 +554,7 @@ def train_selector(
     k_retrieved: int = 5,
     progress: bool = False,
     **selector_params: Any,
-) -> tuple[GraphSelector, FitReport, BuildStats]:
+) -> tuple[GraphSelector, SelectorFitReport, BuildStats]:
     """Build examples from the DS-RAG TRAIN rows (first ``limit`` of each dataset), hold out a
     share of the anchors and fit a :class:`GraphSelector` (``selector_params``: its
     hyper-parameters). ``criteria_fn`` defaults to :func:`rule_criteria`."""
@@ -561,6 +581,6 @@ def train_selector(
         "holdout": holdout,
         "build": asdict(stats),
     }
-    selector.fit(train, validation, info=info)
+    fit_selector(selector, train, validation, info=info)
     assert selector.report_ is not None
     return selector, selector.report_, stats

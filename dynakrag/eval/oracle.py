@@ -131,12 +131,18 @@ class OraclePolicy(Policy):
         return values
 
     def scores(self, state: State, actions: Sequence[str], cfg: Configuration) -> dict[str, float]:
-        # An upper bound on quality: costs only break ties (in choose), lambda is ignored.
+        # An upper bound on quality: costs only break ties (in pick), lambda is ignored.
         return self.value(state, actions, cfg)
 
-    def choose(self, state: State, actions: Sequence[str], cfg: Configuration) -> str:
+    def pick(
+        self,
+        state: State,
+        actions: Sequence[str],
+        scores: Mapping[str, float],
+        cfg: Configuration,
+    ) -> str:
         actions = [a for a in actions if a not in self.without] or list(actions)
-        values = self.value(state, actions, cfg)
+        values = {a: scores[a] for a in actions}  # the values of the allowed actions
         best = max(values.values())
         top = [a for a in actions if values[a] >= best - _EPS]
         # Stop when going on cannot raise SR; compression first when it keeps every gold hit.

@@ -7,12 +7,15 @@ Settings
     several questions is embedded once). ``open``: one index over :func:`open_corpus` of *every*
     example of the split (not only the first ``limit``; DS-RAG: the chunked corpus). A dense
     open index is stored under ``<cache_dir>/eval-indexes`` keyed by the embedding model and
-    the passage ids, so a rerun loads it instead of embedding again.
+    the passage ids, so a rerun loads it instead of embedding again. Searchers are built by
+    :func:`dynakrag.routing.factory.build_searcher`; a ``routed`` searcher fits its avg-IDF
+    thresholds on the corpus it searches (each question's own paragraphs in the distractor
+    setting), never on the evaluation questions.
 
 Generator
     ``chat_model`` if given, else the configured backend (an OpenAI-compatible endpoint or the
-    embedded model). Unless ``cache=False`` every call goes through
-    :class:`~dynakrag.llm.cache.CachedChatModel` with the SQLite cache
+    embedded model), from :func:`dynakrag.llm.factory.llm_client_from_config`. Unless
+    ``cache=False`` every call goes through the SQLite cache
     ``<cache_dir>/llm-cache.sqlite``: a rerun replays the same replies (and token counts) without
     calling the model; hits and misses are reported in ``meta["llm_cache"]``.
 
@@ -36,16 +39,13 @@ marked ``meta["gold_aware"]``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
-import os
 import random
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,21 +56,21 @@ from tqdm import tqdm
 
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample, load_examples, open_corpus
-from dynakrag.errors import CorpusError, UserInputError
+from dynakrag.errors import UserInputError
 from dynakrag.eval import metrics
 from dynakrag.eval.methods import Method, MethodResult, get_method
-from dynakrag.llm.cache import CachedChatModel, SQLiteLLMCache, model_identity
-from dynakrag.llm.client import LLMClient
+from dynakrag.files import write_json
+from dynakrag.llm.cache import SQLiteLLMCache
+from dynakrag.llm.factory import llm_client_from_config, llm_description
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
+from dynakrag.routing.factory import RETRIEVERS, build_searcher, needs_embeddings
 
 __all__ = [
     "DERIVED_KEYS",
-    "RETRIEVERS",
     "SETTINGS",
     "SUMMARY_KEYS",
     "MemoEmbeddings",
-    "build_searcher",
     "evaluate",
     "git_commit",
     "question_record",
@@ -78,7 +78,6 @@ __all__ = [
 ]
 
 SETTINGS: tuple[str, ...] = ("distractor", "open")
-RETRIEVERS: tuple[str, ...] = ("dense", "bm25", "hybrid")
 SUMMARY_KEYS: tuple[str, ...] = (
     "support_recall",
     "em",
@@ -142,54 +141,6 @@ class MemoEmbeddings(Embeddings):
         return cached
 
 
-def build_searcher(
-    passages: Sequence[Passage],
-    retriever: str,
-    embeddings: Embeddings | None = None,
-    *,
-    progress: bool = False,
-    index_dir: Path | None = None,
-) -> Searcher:
-    """A ``dense``, ``bm25`` or ``hybrid`` (RRF of both) searcher over ``passages``.
-
-    ``index_dir``: where to load (or else build and save) the dense index.
-    """
-    from dynakrag.retrieval.hybrid import HybridRetriever
-    from dynakrag.retrieval.lexical import BM25Index
-
-    if retriever not in RETRIEVERS:
-        raise UserInputError(f"unknown retriever {retriever!r}; choose one of {RETRIEVERS}")
-    if retriever == "bm25":
-        return BM25Index.build(passages)
-    if embeddings is None:
-        raise UserInputError(f"retriever {retriever!r} needs embeddings")
-    dense = _dense_index(passages, embeddings, progress=progress, index_dir=index_dir)
-    if retriever == "dense":
-        return dense
-    return HybridRetriever({"dense": dense, "bm25": BM25Index.build(passages)})
-
-
-def _dense_index(
-    passages: Sequence[Passage],
-    embeddings: Embeddings,
-    *,
-    progress: bool,
-    index_dir: Path | None,
-) -> Searcher:
-    from dynakrag.retrieval.dense import DenseIndex
-
-    if index_dir is not None and index_dir.is_dir():
-        try:
-            return DenseIndex.load(index_dir, embeddings)
-        except CorpusError:
-            pass  # stale or damaged: rebuild below
-    index = DenseIndex.build(list(passages), embeddings, progress=progress)
-    if index_dir is not None:
-        with contextlib.suppress(OSError):  # the cache is an optimisation only
-            index.save(index_dir)
-    return index
-
-
 def _open_index_dir(
     cfg: Configuration,
     dataset: str,
@@ -203,64 +154,6 @@ def _open_index_dir(
     for passage in passages:
         digest.update(b"\n" + passage.id.encode())
     return Path(cfg.cache_dir) / "eval-indexes" / f"{dataset}-{split}-{digest.hexdigest()[:16]}"
-
-
-# --------------------------------------------------------------------------------------------
-# Generator
-# --------------------------------------------------------------------------------------------
-
-
-def _uses_embedded(cfg: Configuration) -> bool:
-    return not cfg.llm_base_url and not os.environ.get("OPENAI_API_KEY")
-
-
-def _config_identity(cfg: Configuration) -> str:
-    """A stable identity of the configured backend (not its port or API key)."""
-    params = f"temperature=0|max_tokens={cfg.llm_max_tokens}"
-    if _uses_embedded(cfg):
-        from dynakrag.llm.embedded import MODEL_FILENAME, MODEL_SHA256
-
-        return f"embedded:{MODEL_FILENAME}:sha256={MODEL_SHA256}|{params}"
-    endpoint = cfg.llm_base_url or "https://api.openai.com/v1"
-    return f"openai-compatible:{cfg.llm_model}@{endpoint}|{params}"
-
-
-def _speaks_openai(model: BaseChatModel) -> bool:
-    try:
-        from langchain_openai import ChatOpenAI
-    except ImportError:  # pragma: no cover - a dependency
-        return False
-    return isinstance(model, ChatOpenAI)
-
-
-def _make_llm(
-    cfg: Configuration, chat_model: BaseChatModel | None, cache: SQLiteLLMCache | None
-) -> tuple[LLMClient, dict[str, Any]]:
-    """The LLM client of a run (through the cache when given) and its description."""
-    if chat_model is not None:
-        identity = model_identity(chat_model)
-        description = type(chat_model).__name__
-        model: BaseChatModel | Callable[[], BaseChatModel] = chat_model
-        if cache is not None:
-            model = CachedChatModel(inner=chat_model, disk_cache=cache, identity=identity)
-        client = LLMClient(
-            model, max_retries=cfg.llm_max_retries, json_mode=_speaks_openai(chat_model)
-        )
-    else:
-        from dynakrag.llm.factory import chat_model_from_config, describe_backend
-
-        identity = _config_identity(cfg)
-        description = describe_backend(cfg)
-
-        def factory() -> BaseChatModel:
-            inner = chat_model_from_config(cfg)
-            if cache is None:
-                return inner
-            return CachedChatModel(inner=inner, disk_cache=cache, identity=identity)
-
-        # Every configured backend is ChatOpenAI, hence JSON mode.
-        client = LLMClient(factory, max_retries=cfg.llm_max_retries, json_mode=True)
-    return client, {"llm": description, "llm_identity": identity}
 
 
 # --------------------------------------------------------------------------------------------
@@ -390,7 +283,7 @@ def evaluate(
         )
     base = cfg or Configuration.from_env()
     seed = base.seed if seed is None else seed
-    cfg = base.merged({"seed": seed})
+    cfg = base.merged({"seed": seed, "retriever": retriever})
     runner = get_method(method, no_answer=no_answer, **(method_options or {}))
     runner.no_answer = no_answer
     out_path = Path(out).expanduser() if out is not None else None
@@ -416,9 +309,9 @@ def evaluate(
                 f"(question {empty[0].id!r}); use --setting open"
             )
 
-    needs_embeddings = retriever in ("dense", "hybrid")
+    embedded = needs_embeddings(retriever)
     memo: MemoEmbeddings | None = None
-    if needs_embeddings:
+    if embedded:
         if embeddings is None:
             from dynakrag.retrieval.embeddings import default_embeddings
 
@@ -434,18 +327,19 @@ def evaluate(
         tick = time.perf_counter()
         index_dir = (
             _open_index_dir(cfg, dataset, split, corpus, embeddings)
-            if needs_embeddings and embeddings is not None
+            if embedded and embeddings is not None
             else None
         )
         open_searcher = build_searcher(
-            corpus, retriever, memo, progress=progress, index_dir=index_dir
+            retriever, corpus, embeddings=memo, progress=progress, index_dir=index_dir, seed=seed
         )
         index_s += time.perf_counter() - tick
 
     llm_cache = SQLiteLLMCache.in_dir(cfg.cache_dir) if cache else None
     try:
-        llm, models = _make_llm(cfg, chat_model, llm_cache)
-        if needs_embeddings:
+        llm = llm_client_from_config(cfg, chat_model=chat_model, cache=llm_cache)
+        models: dict[str, Any] = dict(llm_description(cfg, chat_model))
+        if embedded:
             from dynakrag.retrieval.dense import model_name_of
 
             models["embeddings"] = model_name_of(embeddings)  # type: ignore[arg-type]
@@ -463,7 +357,7 @@ def evaluate(
             searcher = open_searcher
             if searcher is None:
                 tick = time.perf_counter()
-                searcher = build_searcher(example.passages, retriever, memo)
+                searcher = build_searcher(retriever, example.passages, embeddings=memo, seed=seed)
                 index_s += time.perf_counter() - tick
             # Only a gold-aware upper bound (the oracle) is handed the gold; see needs_gold.
             gold: dict[str, Any] = {"gold": example.gold_sets} if runner.needs_gold else {}
@@ -530,10 +424,7 @@ def _check_writable(path: Path) -> None:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    text = json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n"
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        write_json(path, data, ensure_ascii=False, default=str)
     except OSError as exc:
         raise UserInputError(f"cannot write {path}: {exc.strerror or exc}") from None

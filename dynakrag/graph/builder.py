@@ -1,12 +1,12 @@
 """Wire the DynaKRAG state machine: prepare -> controller -> one action node -> controller ...
 
-``compress_answer_evidence`` always leads to ``stop_answer``, and ``stop_answer`` ends the run.
+The nodes and the edges between them come from :mod:`dynakrag.graph.nodes`
+(``compress_answer_evidence`` always leads to ``stop_answer``, and ``stop_answer`` ends the run).
 """
 
 from __future__ import annotations
 
 import threading
-import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -16,68 +16,46 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Overwrite
 
-from dynakrag.actions.bridge_entity_expand import bridge_entity_expand
 from dynakrag.actions.common import Resources
-from dynakrag.actions.compress_answer_evidence import compress_answer_evidence
-from dynakrag.actions.gap_query import gap_query
-from dynakrag.actions.retrieve_more import retrieve_more
-from dynakrag.actions.rewrite_query import rewrite_query
-from dynakrag.actions.stop_answer import stop_answer
-from dynakrag.actions.sufficiency_check import sufficiency_check
 from dynakrag.configuration import Configuration
-from dynakrag.errors import UserInputError
 from dynakrag.graph.controller import decide, route
+from dynakrag.graph.nodes import (
+    ACTION_FUNCTIONS,
+    ENDS_RUN,
+    FIXED_EDGES,
+    RETURNS_TO_CONTROLLER,
+    prepared_state,
+    run_action,
+    validate_question,
+)
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.base import Policy
 from dynakrag.policy.registry import resolve_policy
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.provenance import search_with_provenance
 from dynakrag.state import (
-    ACQUISITION_ACTIONS,
     ACTIONS,
     ADDITIVE_FIELDS,
     InputState,
     State,
-    initial_state,
 )
 
-ActionFn = Callable[[State, Resources, Configuration], dict[str, Any]]
-
-ACTION_FUNCTIONS: dict[str, ActionFn] = {
-    "retrieve_more": retrieve_more,
-    "gap_query": gap_query,
-    "bridge_entity_expand": bridge_entity_expand,
-    "rewrite_query": rewrite_query,
-    "sufficiency_check": sufficiency_check,
-    "stop_answer": stop_answer,
-    "compress_answer_evidence": compress_answer_evidence,
-}
-
-# Enough super-steps for the largest max_steps the configuration allows.
-RECURSION_LIMIT = 2 * (32 + 3) + 4
+__all__ = ["RECURSION_LIMIT", "LazySearcher", "build_graph", "validate_question"]
+# validate_question lives in dynakrag.graph.nodes; it is re-exported for the CLI's imports.
 
 
-# Joiners are format characters that words and emoji need (Persian, Indic scripts, 👩‍🔬).
-_KEPT_FORMAT_CHARS = frozenset("\n\t\u200c\u200d")
+def _largest_max_steps() -> int:
+    """The upper bound (``le``) of :attr:`Configuration.max_steps`."""
+    for constraint in Configuration.model_fields["max_steps"].metadata:
+        bound = getattr(constraint, "le", None)
+        if bound is not None:
+            return int(bound)
+    raise RuntimeError("Configuration.max_steps has no upper bound to size the recursion limit")
 
 
-def validate_question(question: object, cfg: Configuration) -> str:
-    """The question with control characters removed; UserInputError when unusable."""
-    if not isinstance(question, str):
-        raise UserInputError("the question must be a string")
-    cleaned = "".join(
-        ch if ch in _KEPT_FORMAT_CHARS or unicodedata.category(ch)[0] != "C" else " "
-        for ch in question
-    )
-    cleaned = " ".join(cleaned.split())
-    if not cleaned:
-        raise UserInputError("the question is empty")
-    if len(cleaned) > cfg.max_question_chars:
-        raise UserInputError(
-            f"the question has {len(cleaned)} characters; the limit is {cfg.max_question_chars} "
-            "(setting max_question_chars)"
-        )
-    return cleaned
+# Enough super-steps for the largest max_steps the configuration allows: a controller step and
+# an action per control step, plus room for the checks, compression and answer around them.
+RECURSION_LIMIT = 2 * (_largest_max_steps() + 3) + 4
 
 
 class _Lazy:
@@ -124,18 +102,16 @@ def build_graph(
         chat_model: any LangChain chat model; default: from the configuration (a configured
             OpenAI-compatible endpoint, else the embedded local model).
         policy: a Policy, or a policy name; default: the configuration's ``policy``.
-        configuration: base settings; each run can override them in ``config["configurable"]``.
+        configuration: base settings; each run can override them in ``config["configurable"]``,
+            except the build-time ones (``BUILD_TIME_FIELDS``: ConfigurationError).
         checkpointer: e.g. a ``SqliteSaver`` to log every step for later retraining.
         llm: an LLMClient to use as is (overrides ``chat_model``).
     """
     base = configuration or Configuration.from_env()
     if llm is None:
-        if chat_model is not None:
-            llm = LLMClient(chat_model, max_retries=base.llm_max_retries)
-        else:
-            from dynakrag.llm.factory import llm_client_from_config
+        from dynakrag.llm.factory import llm_client_from_config
 
-            llm = llm_client_from_config(base)
+        llm = llm_client_from_config(base, chat_model=chat_model)
     if searcher is None:
         from dynakrag.data.demo import demo_searcher
 
@@ -146,13 +122,12 @@ def build_graph(
     policies: dict[str, Policy] = {} if fixed_policy else {base.policy: resolve_policy(base.policy)}
 
     def run_configuration(config: RunnableConfig) -> Configuration:
-        return base.merged((config or {}).get("configurable"))
+        return base.for_run((config or {}).get("configurable"))
 
     def prepare(state: InputState, config: RunnableConfig) -> dict[str, Any]:
         """Validate the question and initialise the state."""
         cfg = run_configuration(config)
-        question = validate_question(state.get("question"), cfg)
-        update: dict[str, Any] = dict(initial_state(question))
+        update: dict[str, Any] = dict(prepared_state(state.get("question"), cfg))
         # A new question on the same thread starts with a fresh budget and history: bypass the
         # reducers that would otherwise add to the previous run's counters.
         for name in ADDITIVE_FIELDS:
@@ -169,25 +144,27 @@ def build_graph(
             )
         return decide(state, chosen, cfg)
 
-    def make_node(name: str, fn: ActionFn) -> Callable[[State, RunnableConfig], dict[str, Any]]:
+    def make_node(name: str) -> Callable[[State, RunnableConfig], dict[str, Any]]:
         def node(state: State, config: RunnableConfig) -> dict[str, Any]:
-            return fn(state, resources, run_configuration(config))
+            return run_action(name, state, resources, run_configuration(config))
 
         node.__name__ = name
-        node.__doc__ = fn.__doc__
+        node.__doc__ = ACTION_FUNCTIONS[name].__doc__
         return node
 
     builder = StateGraph(State, input_schema=InputState)
     builder.add_node("prepare", prepare)
     builder.add_node("controller", controller)
     for name in ACTIONS:
-        builder.add_node(name, make_node(name, ACTION_FUNCTIONS[name]))
+        builder.add_node(name, make_node(name))
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "controller")
     builder.add_conditional_edges("controller", route, {name: name for name in ACTIONS})
-    for name in ACQUISITION_ACTIONS | {"sufficiency_check"}:
+    for name in RETURNS_TO_CONTROLLER:
         builder.add_edge(name, "controller")
-    builder.add_edge("compress_answer_evidence", "stop_answer")
-    builder.add_edge("stop_answer", END)
+    for name, successor in FIXED_EDGES.items():
+        builder.add_edge(name, successor)
+    for name in ENDS_RUN:
+        builder.add_edge(name, END)
     graph = builder.compile(checkpointer=checkpointer, name="dynakrag")
     return graph.with_config(recursion_limit=RECURSION_LIMIT)

@@ -16,8 +16,7 @@ logger = logging.getLogger(__name__)
 def decide(state: State, policy: Policy, cfg: Configuration) -> dict[str, Any]:
     """Compute A(s), score it with the policy and record the chosen action."""
     actions = valid_actions(state, cfg)
-    scores = policy.scores(state, actions, cfg)
-    choice = policy.choose(state, actions, cfg)
+    scores, choice = policy.rank(state, actions, cfg)
     if choice not in actions:
         # The validity layer is a hard constraint: a policy cannot override it.
         logger.warning("policy %s chose invalid action %r", policy.name, choice)

@@ -4,8 +4,8 @@ The compiled graph runs ``prepare -> controller -> action -> controller -> ...``
 needs to branch (try every valid action from one state), which the graph cannot do. This module
 reproduces one graph step on a plain dict:
 
-* :func:`initial_state` is the state after ``prepare`` (``dynakrag.state.initial_state``
-  of the validated question).
+* :func:`initial_state` is the state after ``prepare``
+  (:func:`dynakrag.graph.nodes.prepared_state`).
 * :func:`decision_update` is what the ``controller`` node writes (``valid_actions``,
   ``invalid_reasons``, ``policy_scores``, ``next_action``), by the graph's own
   :func:`dynakrag.graph.controller.decide`, with the action forced.
@@ -13,9 +13,10 @@ reproduces one graph step on a plain dict:
   ``Annotated`` reducers of :class:`~dynakrag.state.State` (``operator.add`` for the trace
   and counters, ``merge_accounting`` for the accounting), plain replacement for the other keys,
   and ``langgraph.types.Overwrite`` values written as they are.
-* :func:`step` = decision, then the action function of
-  :data:`dynakrag.graph.builder.ACTION_FUNCTIONS`; ``stop_answer`` right after
-  ``compress_answer_evidence`` follows the graph's fixed edge (no decision in between).
+* :func:`step` = decision, then the action's node
+  (:func:`dynakrag.graph.nodes.run_action`, as in the graph); an action a fixed edge forces
+  (:data:`dynakrag.graph.nodes.FIXED_EDGES`: ``stop_answer`` right after
+  ``compress_answer_evidence``) follows with no decision in between.
 
 Replaying the actions of a finished run with the same policy, searcher and model gives the
 graph's final state exactly. Inputs are never mutated.
@@ -31,10 +32,11 @@ from langgraph.types import Overwrite
 
 from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
+from dynakrag.graph.controller import decide
+from dynakrag.graph.nodes import fixed_successor, prepared_state, run_action
 from dynakrag.graph.validity import valid_actions
 from dynakrag.policy.base import Policy
 from dynakrag.state import ACTIONS, State
-from dynakrag.state import initial_state as _graph_initial_state
 
 __all__ = ["REDUCERS", "apply_update", "decision_update", "initial_state", "replay", "step"]
 
@@ -71,9 +73,7 @@ def apply_update(state: Mapping[str, Any], update: Mapping[str, Any] | None) -> 
 
 def initial_state(question: str, cfg: Configuration) -> State:
     """The state after the graph's ``prepare`` node (the question validated and cleaned)."""
-    from dynakrag.graph.builder import validate_question
-
-    return _graph_initial_state(validate_question(question, cfg))
+    return prepared_state(question, cfg)
 
 
 class _Forced(Policy):
@@ -94,7 +94,13 @@ class _Forced(Policy):
             return {a: 0.0 for a in actions}
         return self.inner.scores(state, actions, cfg)
 
-    def choose(self, state: State, actions: Sequence[str], cfg: Configuration) -> str:
+    def pick(
+        self,
+        state: State,
+        actions: Sequence[str],
+        scores: Mapping[str, float],
+        cfg: Configuration,
+    ) -> str:
         return self.action
 
 
@@ -105,17 +111,10 @@ def decision_update(
 
     ``policy`` only provides the recorded ``policy_scores`` (zeros without one).
     """
-    from dynakrag.graph.controller import decide
-
     valid = valid_actions(state, cfg)
     if action not in valid:
         raise ValueError(f"action {action!r} is not valid here (valid: {valid})")
     return decide(state, _Forced(policy, action), cfg)
-
-
-def _follows_compression(state: Mapping[str, Any]) -> bool:
-    trace = state.get("trace") or []
-    return bool(trace) and trace[-1].get("action") == "compress_answer_evidence"
 
 
 def step(
@@ -127,17 +126,17 @@ def step(
     policy: Policy | None = None,
 ) -> State:
     """The state after the controller chooses ``action`` and its node runs."""
-    from dynakrag.graph.builder import ACTION_FUNCTIONS
-
     if action not in ACTIONS:
         raise ValueError(f"unknown action {action!r}")
-    if action == "stop_answer" and _follows_compression(state):
-        decided = state  # the graph's fixed edge: no controller step
-    elif _follows_compression(state):
-        raise ValueError("only stop_answer may follow compress_answer_evidence")
-    else:
+    forced = fixed_successor(state)
+    if forced is None:
         decided = apply_update(state, decision_update(state, action, cfg, policy))
-    return apply_update(decided, ACTION_FUNCTIONS[action](decided, resources, cfg))
+    elif action == forced:
+        decided = state  # the graph's fixed edge: no controller step
+    else:
+        previous = state["trace"][-1]["action"]
+        raise ValueError(f"only {forced} may follow {previous}")
+    return apply_update(decided, run_action(action, decided, resources, cfg))
 
 
 def replay(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dynakrag.actions.bridge_entity_expand import pending_bridge_entities
+from dynakrag.actions.bridge_entities import pending_bridge_entities
 from dynakrag.configuration import Configuration
 from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, State
 

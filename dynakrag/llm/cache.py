@@ -174,11 +174,6 @@ class SQLiteLLMCache(BaseCache):
                 "writes": self.writes,
             }
 
-    def reset_stats(self) -> None:
-        """Zero the hit/miss/write counters."""
-        with self._lock:
-            self.hits = self.misses = self.writes = 0
-
     def close(self) -> None:
         """Close the connection (the object is unusable afterwards)."""
         with self._lock:

@@ -110,7 +110,7 @@ class LLMClient:
     @property
     def json_mode(self) -> bool:
         """JSON mode is an OpenAI-compatible server feature; other models get plain prompts."""
-        return self._json_mode if self._json_mode is not None else _speaks_openai(self.model)
+        return self._json_mode if self._json_mode is not None else speaks_openai(self.model)
 
     def text(self, messages: Messages) -> tuple[str | None, Usage]:
         """The reply text, or None when every attempt failed or the reply was empty."""
@@ -130,10 +130,29 @@ class LLMClient:
             logger.warning("LLM reply is not the asked JSON: %.200r", text)
         return None, usage
 
+    def reply(
+        self, messages: Messages, *, max_tokens: int | None = None, logprobs: bool = False
+    ) -> tuple[Any | None, Usage]:
+        """The whole reply message, or None when every attempt failed or the reply was empty.
+
+        For callers that need more than the text: the message's ``response_metadata`` holds
+        e.g. the token log-probs asked for with ``logprobs`` (:func:`message_text` gives its
+        text). ``max_tokens`` and ``logprobs`` are request options of OpenAI-compatible
+        servers (:func:`request_options`); other chat models are called as configured.
+        """
+        options = request_options(self.model, max_tokens=max_tokens, logprobs=logprobs)
+        runnable = self.model.bind(**options) if options else self.model
+        return self._invoke(runnable, messages)
+
     def _call(self, messages: Messages, *, json_reply: bool) -> tuple[str | None, Usage]:
         runnable: Any = self.model
         if json_reply and self.json_mode:
             runnable = self.model.bind(response_format={"type": "json_object"})
+        reply, usage = self._invoke(runnable, messages)
+        return (message_text(reply).strip() if reply is not None else None), usage
+
+    def _invoke(self, runnable: Any, messages: Messages) -> tuple[Any | None, Usage]:
+        """Invoke with bounded retries; the first non-empty reply message, or None."""
         usage = NO_USAGE
         prompt_text = "\n".join(content for _, content in messages)
         for attempt in range(self.max_retries + 1):
@@ -149,11 +168,11 @@ class LLMClient:
                 if attempt < self.max_retries:
                     time.sleep(self.backoff_s * (2**attempt))
                 continue
-            text = _content_text(reply)
+            text = message_text(reply)
             usage += _usage_of(reply, prompt_text, text)
             self.replies += 1
             if text.strip():
-                return text.strip(), usage
+                return reply, usage
             logger.warning("LLM returned an empty completion (attempt %d)", attempt + 1)
         return None, usage
 
@@ -163,7 +182,8 @@ class LLMClient:
         return self.failed_requests > 0 and self.replies == 0
 
 
-def _content_text(reply: Any) -> str:
+def message_text(reply: Any) -> str:
+    """The text of a reply message (content parts joined), unstripped."""
     content = getattr(reply, "content", reply)
     if isinstance(content, list):
         return "".join(part if isinstance(part, str) else part.get("text", "") for part in content)
@@ -177,7 +197,30 @@ def _usage_of(reply: Any, prompt_text: str, text: str) -> Usage:
     return Usage(1, estimate_tokens(prompt_text), estimate_tokens(text))
 
 
-def _speaks_openai(model: BaseChatModel) -> bool:
+def request_options(
+    model: BaseChatModel, *, max_tokens: int | None = None, logprobs: bool = False
+) -> dict[str, Any]:
+    """What to ``bind`` on ``model`` for a token budget and token log-probs.
+
+    Only OpenAI-compatible models (``ChatOpenAI``) get options: ``max_tokens`` goes in
+    ``extra_body`` (llama.cpp, vLLM and OpenAI all honour it, where some ignore
+    ``max_completion_tokens``), merged over the model's own ``extra_body``; ``logprobs`` sets
+    ``top_logprobs`` too (llama-cpp-python returns chat log-probs only then). Other models get
+    ``{}``: they are called as they are configured.
+    """
+    if not speaks_openai(model):
+        return {}
+    options: dict[str, Any] = {}
+    if max_tokens is not None:
+        extra_body = getattr(model, "extra_body", None) or {}
+        options["extra_body"] = {**extra_body, "max_tokens": max_tokens}
+    if logprobs:
+        options.update(logprobs=True, top_logprobs=1)
+    return options
+
+
+def speaks_openai(model: BaseChatModel) -> bool:
+    """Whether ``model`` is an OpenAI-compatible client (JSON mode and request options work)."""
     try:
         from langchain_openai import ChatOpenAI
     except ImportError:  # pragma: no cover - langchain-openai is a dependency

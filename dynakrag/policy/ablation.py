@@ -37,5 +37,7 @@ class WithoutActions(Policy):
     def scores(self, state: State, actions: Sequence[str], cfg: Configuration) -> dict[str, float]:
         return self.inner.scores(state, self.allowed(actions), cfg)
 
-    def choose(self, state: State, actions: Sequence[str], cfg: Configuration) -> str:
-        return self.inner.choose(state, self.allowed(actions), cfg)
+    def rank(
+        self, state: State, actions: Sequence[str], cfg: Configuration
+    ) -> tuple[dict[str, float], str]:
+        return self.inner.rank(state, self.allowed(actions), cfg)

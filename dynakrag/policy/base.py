@@ -1,9 +1,9 @@
-"""The policy interface: score the valid actions of a state, choose the best."""
+"""The policy interface: score the valid actions of a state and choose one, in one call."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dynakrag.configuration import Configuration
 from dynakrag.state import ACTIONS, State
@@ -21,7 +21,12 @@ ACTION_COSTS: dict[str, float] = {
 
 
 class Policy(ABC):
-    """Ranks the executable actions: ``choose`` = argmax of v(s,a) - lambda * c(s,a)."""
+    """Ranks the executable actions: the choice is the argmax of v(s,a) - lambda * c(s,a).
+
+    Subclasses give :meth:`value`; they may change how values become scores (:meth:`scores`)
+    and how scores become the choice (:meth:`pick`). :meth:`rank` gives both from one
+    evaluation of the policy, and :meth:`choose` is its choice.
+    """
 
     name: str = "policy"
 
@@ -34,7 +39,23 @@ class Policy(ABC):
         values = self.value(state, actions, cfg)
         return {a: values[a] - cfg.cost_lambda * ACTION_COSTS.get(a, 0.0) for a in actions}
 
-    def choose(self, state: State, actions: Sequence[str], cfg: Configuration) -> str:
+    def pick(
+        self,
+        state: State,
+        actions: Sequence[str],
+        scores: Mapping[str, float],
+        cfg: Configuration,
+    ) -> str:
         """The best-scoring valid action; ties go to the earlier action in ACTIONS."""
-        scores = self.scores(state, actions, cfg)
         return max(actions, key=lambda a: (scores[a], -ACTIONS.index(a)))
+
+    def rank(
+        self, state: State, actions: Sequence[str], cfg: Configuration
+    ) -> tuple[dict[str, float], str]:
+        """The scores of ``actions`` and the chosen one, evaluating the policy once."""
+        scores = self.scores(state, actions, cfg)
+        return scores, self.pick(state, actions, scores, cfg)
+
+    def choose(self, state: State, actions: Sequence[str], cfg: Configuration) -> str:
+        """The action :meth:`rank` chooses."""
+        return self.rank(state, actions, cfg)[1]

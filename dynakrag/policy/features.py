@@ -10,7 +10,7 @@ a state are the same before and after the controller writes its decision.
 
 question (constant within a run)
     ``q_words`` words in the question; ``q_entities`` capitalised names
-    (:func:`~dynakrag.actions.common.question_names`); ``q_wh_*`` one-hot of the first
+    (:func:`~dynakrag.actions.text.question_names`); ``q_wh_*`` one-hot of the first
     wh-word (who/whom/whose, what, which, where, when, how; ``q_wh_none`` when there is none);
     ``q_yes_no`` the question starts with an auxiliary verb (is/was/did/...);
     ``q_or_cue`` the question contains " or " (a choice between two candidates);
@@ -57,8 +57,8 @@ from typing import Any
 
 import numpy as np
 
-from dynakrag.actions.bridge_entity_expand import pending_bridge_entities
-from dynakrag.actions.common import content_words, question_names
+from dynakrag.actions.bridge_entities import pending_bridge_entities
+from dynakrag.actions.text import content_words, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.state import ACTIONS, State
 

@@ -10,10 +10,10 @@ is valid, ``stop_answer`` and ``compress_answer_evidence`` lose ``guard_penalty`
 more than any support-recall value), so the controller does not stop early.
 ``ablate_continuation=True`` switches the guard off (the ablation).
 
-One file holds everything (see :mod:`dynakrag.policy.value_model` for the format and why loading
-runs no code): both ensembles, the policy schema version, ``FEATURE_SCHEMA_VERSION`` and the
-feature names, the per-action costs used in ``v - lambda * c``, the hyper-parameters and the
-SHA-256 of the training records.
+One file holds everything (an array archive of :func:`dynakrag.files.write_arrays`; see
+:mod:`dynakrag.files` for why loading runs no code): both ensembles, the policy schema version,
+``FEATURE_SCHEMA_VERSION`` and the feature names, the per-action costs used in
+``v - lambda * c``, the hyper-parameters and the SHA-256 of the training records.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from dynakrag.configuration import Configuration
+from dynakrag.files import ModelFileError, json_safe, read_arrays, write_arrays
 from dynakrag.policy.base import ACTION_COSTS, Policy
 from dynakrag.policy.features import (
     FEATURE_NAMES,
@@ -38,7 +37,7 @@ from dynakrag.policy.features import (
     featurize_many,
     state_features,
 )
-from dynakrag.policy.value_model import PolicyFileError, TreeEnsemble, read_arrays, write_arrays
+from dynakrag.policy.value_model import TreeEnsemble
 from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, TERMINAL_ACTIONS, State
 
 __all__ = [
@@ -56,6 +55,12 @@ DEFAULT_CONTINUATION_MARGIN = 0.1
 DEFAULT_GUARD_PENALTY = 1.0
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _VALUE, _CONTINUATION = "value", "continuation"
+
+
+class PolicyFileError(ModelFileError):
+    """A file given as a policy is not a valid dynakrag policy file."""
+
+    kind = "policy file"
 
 
 class LearnedPolicy(Policy):
@@ -168,7 +173,7 @@ class LearnedPolicy(Policy):
             "continuation_margin": self.continuation_margin,
             "guard_penalty": self.guard_penalty,
             "training_data_sha256": self.training_data_sha256,
-            "info": _json_safe(self.info),
+            "info": json_safe(self.info),
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -184,7 +189,10 @@ class LearnedPolicy(Policy):
         cls, path: str | os.PathLike[str], *, ablate_continuation: bool = False
     ) -> LearnedPolicy:
         """Read a policy file; :class:`PolicyFileError` for anything that is not one."""
-        arrays, meta = read_arrays(path)
+        try:
+            arrays, meta = read_arrays(path)
+        except ModelFileError as exc:
+            raise PolicyFileError(path, exc.reason) from None
 
         def refuse(reason: str) -> PolicyFileError:
             return PolicyFileError(path, reason)
@@ -243,19 +251,6 @@ def _costs(value: Any) -> dict[str, float]:
     if not isinstance(value, dict):
         raise ValueError("action_costs is not an object")
     return {str(k): _finite(v) for k, v in value.items()}
-
-
-def _json_safe(value: Any) -> Any:
-    """``value`` with NaN/inf floats as None and numpy scalars as Python numbers."""
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def load_policy_file(path: str | os.PathLike[str]) -> LearnedPolicy:

@@ -6,65 +6,29 @@ concatenated, with ``offsets`` marking where each tree starts. ``TreeEnsemble.pr
 the trees with numpy alone (the mean over trees, as scikit-learn does) and reproduces
 scikit-learn's predictions: inputs are rounded to float32 first, as scikit-learn's trees do.
 
-Policy files are ``.npz`` archives (a zip of ``.npy`` arrays, the layout ``np.savez`` writes)
-holding only numeric arrays plus the JSON metadata as a ``uint8`` array named ``__meta__``. They
-are written by :func:`write_arrays` (``np.savez``'s layout with fixed zip timestamps, so the
-same model always gives the same bytes, and ``allow_pickle=False``) and read by
-:func:`read_arrays`, which never runs code from the file: it checks the zip magic before
-anything else (a pickle is refused unopened), bounds the archive's size, reads every ``.npy``
-header first (plain integer / float dtypes only, declared shapes that fit the stored bytes),
-then loads with ``np.load(path, allow_pickle=False)``. A loaded ensemble is validated (index
-ranges, children after their parent, finite numbers) so that a crafted file can neither index
-out of range nor make prediction loop.
+An ensemble is stored as those numeric arrays (:meth:`TreeEnsemble.to_arrays`) in a ``.npz``
+written and read by :func:`dynakrag.files.write_arrays` / :func:`~dynakrag.files.read_arrays`,
+which never run code from the file. A loaded ensemble is validated (index ranges, children
+after their parent, finite numbers) so that a crafted file can neither index out of range nor
+make prediction loop.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import os
 import sys
-import tempfile
-import zipfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dynakrag.errors import ConfigurationError
-
 if TYPE_CHECKING:
     from sklearn.ensemble import RandomForestRegressor
 
-__all__ = [
-    "MAX_FILE_BYTES",
-    "META_KEY",
-    "PolicyFileError",
-    "TreeEnsemble",
-    "fit_forest",
-    "read_arrays",
-    "write_arrays",
-]
+__all__ = ["TreeEnsemble", "fit_forest"]
 
-META_KEY = "__meta__"
-"""Name of the ``uint8`` array holding the UTF-8 JSON metadata."""
-MAX_FILE_BYTES = 1 << 30
-"""Largest uncompressed archive accepted (1 GiB)."""
 MAX_DEPTH = 4096
 """Deepest tree accepted (scikit-learn forests here are a few dozen levels deep)."""
-_ZIP_MAGIC = b"PK\x03\x04"
-_FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 _TREE_ARRAYS = ("offsets", "children_left", "children_right", "feature", "threshold", "value")
-
-
-class PolicyFileError(ConfigurationError):
-    """A file given as a policy is not a valid dynakrag policy file."""
-
-    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{path} is not a dynakrag policy file: {reason}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,115 +261,3 @@ def fit_forest(
                 bar.update(grown - bar.n)
         forest.set_params(warm_start=False)
     return forest, TreeEnsemble.from_sklearn(forest)
-
-
-# --------------------------------------------------------------------------------------------
-# Files
-
-
-def write_arrays(
-    path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]
-) -> Path:
-    """Write ``arrays`` and ``meta`` (JSON) as one ``.npz``, atomically and reproducibly.
-
-    The archive is what ``np.savez`` writes (an uncompressed zip of ``.npy`` files, readable
-    by ``np.load``) but with fixed timestamps and sorted entries, and object arrays refused.
-    """
-    target = Path(path)
-    entries = dict(arrays)
-    if META_KEY in entries:
-        raise ValueError(f"{META_KEY!r} is reserved for the metadata")
-    text = json.dumps(meta, sort_keys=True, ensure_ascii=True, allow_nan=False)
-    entries[META_KEY] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    for name, array in entries.items():
-        if np.asarray(array).dtype.kind not in "iuf":
-            raise ValueError(f"array {name!r} has dtype {np.asarray(array).dtype}: numbers only")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle, zipfile.ZipFile(handle, "w", allowZip64=True) as zf:
-            for name in sorted(entries):
-                info = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_TIME)
-                info.compress_type = zipfile.ZIP_STORED
-                with zf.open(info, "w", force_zip64=True) as member:
-                    np.lib.format.write_array(
-                        member, np.ascontiguousarray(entries[name]), allow_pickle=False
-                    )
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a policy file is an ordinary file
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
-
-
-def read_arrays(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The arrays and metadata of a file written by :func:`write_arrays`.
-
-    Raises :class:`PolicyFileError` for anything else, without unpickling or executing
-    anything from the file.
-    """
-    source = Path(path)
-    try:
-        with source.open("rb") as handle:
-            magic = handle.read(len(_ZIP_MAGIC))
-    except OSError as exc:
-        raise PolicyFileError(path, f"cannot read it ({exc.strerror or exc})") from None
-    if magic != _ZIP_MAGIC:
-        raise PolicyFileError(path, "not an .npz archive (it was not opened any further)")
-    try:
-        with zipfile.ZipFile(source) as zf:
-            infos = zf.infolist()
-            if sum(info.file_size for info in infos) > MAX_FILE_BYTES:
-                raise PolicyFileError(path, f"its arrays exceed {MAX_FILE_BYTES} bytes")
-            names = [info.filename for info in infos]
-            if (
-                not names
-                or any(not n.endswith(".npy") for n in names)
-                or len(set(names)) < len(names)
-            ):
-                raise PolicyFileError(path, "the archive must hold distinct .npy arrays only")
-            for info in infos:
-                reason = _header_problem(zf, info)
-                if reason:
-                    raise PolicyFileError(path, f"{info.filename}: {reason}")
-        with np.load(source, allow_pickle=False) as data:
-            arrays = {name: np.asarray(data[name]) for name in data.files}
-    except PolicyFileError:
-        raise
-    except (ValueError, OSError, EOFError, KeyError, MemoryError, zipfile.BadZipFile) as exc:
-        raise PolicyFileError(path, f"unreadable archive ({type(exc).__name__}: {exc})") from None
-    for name, array in arrays.items():
-        if array.dtype.kind not in "iuf":
-            raise PolicyFileError(path, f"array {name!r} has dtype {array.dtype}")
-    raw = arrays.pop(META_KEY, None)
-    if raw is None or raw.dtype != np.uint8 or raw.ndim != 1:
-        raise PolicyFileError(path, f"no {META_KEY} metadata array")
-    try:
-        meta = json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise PolicyFileError(path, f"unreadable metadata ({type(exc).__name__})") from None
-    if not isinstance(meta, dict):
-        raise PolicyFileError(path, "the metadata is not a JSON object")
-    return arrays, meta
-
-
-def _header_problem(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> str | None:
-    """Why a member's ``.npy`` header is unacceptable (read before any array data), or None.
-
-    Only plain numeric dtypes are accepted, and the declared shape must fit in the member, so
-    neither a pickled object array nor a huge declared shape is ever loaded.
-    """
-    with zf.open(info) as member:
-        version = np.lib.format.read_magic(member)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(member)
-        elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(member)
-        else:
-            return f"unsupported .npy version {version}"
-    if dtype.hasobject or dtype.kind not in "iuf" or dtype.fields is not None:
-        return f"dtype {dtype} is not a plain number type"
-    if math.prod(shape) * dtype.itemsize > info.file_size:
-        return f"declared shape {shape} is larger than the stored data"
-    return None

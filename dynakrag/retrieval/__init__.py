@@ -20,16 +20,6 @@ from dynakrag.retrieval.langchain import (
 from dynakrag.retrieval.lexical import BM25Index, tokenize
 from dynakrag.retrieval.passage import Passage
 from dynakrag.retrieval.provenance import Hit, ProvenanceMixin, search_with_provenance
-from dynakrag.retrieval.routing import (
-    TIER_NAMES,
-    DecomposeSearcher,
-    IDFThresholds,
-    QueryDifficulty,
-    RetrieverTiers,
-    RoutedSearcher,
-    build_tiers,
-    split_query,
-)
 from dynakrag.retrieval.views import (
     DEFAULT_VIEWS,
     MultiVectorRetriever,
@@ -44,25 +34,18 @@ __all__ = [
     "DEFAULT_VIEWS",
     "MINILM_DIMENSION",
     "MINILM_MODEL_NAME",
-    "TIER_NAMES",
     "BM25Index",
-    "DecomposeSearcher",
     "DenseIndex",
     "Hit",
     "HybridRetriever",
-    "IDFThresholds",
     "LangChainSearcher",
     "MiniLMEmbeddings",
     "MultiVectorRetriever",
     "ParentDocumentRetriever",
     "Passage",
     "ProvenanceMixin",
-    "QueryDifficulty",
-    "RetrieverTiers",
-    "RoutedSearcher",
     "Searcher",
     "SearcherRetriever",
-    "build_tiers",
     "build_views",
     "chunk_text",
     "chunked_body",
@@ -75,6 +58,5 @@ __all__ = [
     "reciprocal_rank_fusion",
     "search_with_provenance",
     "split_into_children",
-    "split_query",
     "tokenize",
 ]

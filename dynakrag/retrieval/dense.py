@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +13,8 @@ from langchain_core.embeddings import Embeddings
 from tqdm import tqdm
 
 from dynakrag.errors import CorpusError, UserInputError
-from dynakrag.retrieval.passage import Passage
+from dynakrag.files import read_json, sha256_file, write_bytes_atomic, write_json
+from dynakrag.retrieval.passage import Passage, passages_jsonl, read_passages_jsonl
 from dynakrag.retrieval.provenance import ProvenanceMixin
 
 FORMAT_VERSION = 1
@@ -41,21 +39,6 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     # A zero vector stays zero (scores 0 against everything) instead of becoming NaN.
     norms[norms == 0.0] = 1.0
     return vectors / norms
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file and rename, so a crash never leaves a half-written file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 class DenseIndex(ProvenanceMixin):
@@ -177,23 +160,20 @@ class DenseIndex(ProvenanceMixin):
         """Write ``index.faiss``, ``passages.jsonl`` and ``manifest.json`` into ``directory``."""
         root = Path(directory).expanduser()
         root.mkdir(parents=True, exist_ok=True)
-        lines = [
-            json.dumps(p.to_dict(), ensure_ascii=False, sort_keys=True) for p in self._passages
-        ]
-        _write_atomic(root / PASSAGES_FILE, ("\n".join(lines) + "\n").encode("utf-8"))
+        write_bytes_atomic(root / PASSAGES_FILE, passages_jsonl(self._passages))
         # serialize_index + our own write (not faiss.write_index) keeps the atomic rename.
-        _write_atomic(root / INDEX_FILE, faiss.serialize_index(self._index).tobytes())
+        write_bytes_atomic(root / INDEX_FILE, faiss.serialize_index(self._index).tobytes())
         manifest: dict[str, Any] = {
             "format_version": FORMAT_VERSION,
             "embedding_model": self.embedding_model_name,
             "dimension": self.dimension,
             "count": len(self._passages),
             "metric": "inner_product",
-            "passages_sha256": _sha256(root / PASSAGES_FILE),
-            "index_sha256": _sha256(root / INDEX_FILE),
+            "passages_sha256": sha256_file(root / PASSAGES_FILE),
+            "index_sha256": sha256_file(root / INDEX_FILE),
         }
         # The manifest is written last: its presence marks a complete index.
-        _write_atomic(root / MANIFEST_FILE, (json.dumps(manifest, indent=2) + "\n").encode())
+        write_json(root / MANIFEST_FILE, manifest)
         return root
 
     @classmethod
@@ -229,15 +209,15 @@ class DenseIndex(ProvenanceMixin):
                 f"index at {root} was built with embedding model {model!r} but {wanted!r} "
                 "was given: rebuild the index or pass the same model"
             )
-        if _sha256(root / PASSAGES_FILE) != passages_hash:
+        if sha256_file(root / PASSAGES_FILE) != passages_hash:
             raise CorpusError(f"{root / PASSAGES_FILE} does not match its manifest hash (modified)")
-        passages = cls._read_passages(root / PASSAGES_FILE)
+        passages = read_passages_jsonl(root / PASSAGES_FILE)
         if len(passages) != count:
             raise CorpusError(
                 f"index at {root}: manifest count {count} but {len(passages)} passages stored"
             )
         # Hash before deserialising: FAISS should never parse bytes we know are damaged.
-        if _sha256(root / INDEX_FILE) != index_hash:
+        if sha256_file(root / INDEX_FILE) != index_hash:
             raise CorpusError(f"{root / INDEX_FILE} is corrupt (does not match its manifest hash)")
         try:
             raw = np.frombuffer((root / INDEX_FILE).read_bytes(), dtype=np.uint8)
@@ -258,31 +238,9 @@ class DenseIndex(ProvenanceMixin):
     @staticmethod
     def _read_manifest(root: Path) -> dict[str, Any]:
         try:
-            manifest = json.loads((root / MANIFEST_FILE).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            manifest = read_json(root / MANIFEST_FILE)
+        except (OSError, ValueError) as exc:
             raise CorpusError(f"cannot read {root / MANIFEST_FILE}: {exc}") from exc
         if not isinstance(manifest, dict):
             raise CorpusError(f"{root / MANIFEST_FILE} is not a JSON object")
         return manifest
-
-    @staticmethod
-    def _read_passages(path: Path) -> list[Passage]:
-        passages: list[Passage] = []
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CorpusError(f"cannot read {path}: {exc}") from exc
-        for lineno, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                passages.append(Passage.from_dict(json.loads(line)))
-            except (
-                json.JSONDecodeError,
-                KeyError,
-                TypeError,
-                AttributeError,
-                RecursionError,
-            ) as exc:
-                raise CorpusError(f"malformed passage in {path} line {lineno}: {exc}") from exc
-        return passages

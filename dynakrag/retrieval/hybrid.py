@@ -30,8 +30,9 @@ from dynakrag.retrieval.provenance import (
 DEFAULT_K_RRF = 60
 
 
-def default_candidate_k(k: int) -> int:
-    """How deep each retriever is read for a final ``k``: ``max(3 * k, 30)``."""
+def fusion_candidate_k(k: int) -> int:
+    """How deep each ranking is read before fusing them into a final ``k``:
+    ``max(3 * k, 30)`` (a passage ranked low by one retriever can still win on the sum)."""
     return max(3 * k, 30)
 
 
@@ -133,7 +134,7 @@ class HybridRetriever(ProvenanceSearchMixin):
 
     ``weights`` (default 1.0 each) scale a retriever's contribution; a retriever with weight 0
     is not queried. ``candidate_k`` fixes how deep each retriever is read (default
-    :func:`default_candidate_k`).
+    :func:`fusion_candidate_k`).
     """
 
     def __init__(
@@ -179,7 +180,7 @@ class HybridRetriever(ProvenanceSearchMixin):
         """The fused top ``k`` as :class:`Hit` objects, plus every candidate left out (each
         retriever's own drops first, then duplicates and the fused cutoff)."""
         check_k(k)
-        depth = self.candidate_k or default_candidate_k(k)
+        depth = self.candidate_k or fusion_candidate_k(k)
         rankings: dict[str, list[Hit]] = {}
         dropped: list[Dropped] = []
         for key, retriever in self.retrievers.items():

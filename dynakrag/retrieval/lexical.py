@@ -8,7 +8,6 @@ survive unchanged.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -21,8 +20,8 @@ import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
 from dynakrag.errors import CorpusError, UserInputError
-from dynakrag.retrieval.dense import DenseIndex, _sha256, _write_atomic
-from dynakrag.retrieval.passage import Passage
+from dynakrag.files import read_json, sha256_file, write_bytes_atomic, write_json
+from dynakrag.retrieval.passage import Passage, passages_jsonl, read_passages_jsonl
 from dynakrag.retrieval.provenance import ProvenanceMixin, check_k
 
 FORMAT_VERSION = 1
@@ -202,10 +201,7 @@ class BM25Index(ProvenanceMixin):
         # A save over an older index invalidates it first: a crash mid-save leaves "no index",
         # never a manifest describing files that were half replaced.
         (root / MANIFEST_FILE).unlink(missing_ok=True)
-        lines = [
-            json.dumps(p.to_dict(), ensure_ascii=False, sort_keys=True) for p in self._passages
-        ]
-        _write_atomic(root / PASSAGES_FILE, ("\n".join(lines) + "\n").encode("utf-8"))
+        write_bytes_atomic(root / PASSAGES_FILE, passages_jsonl(self._passages))
         self._model.save(root, corpus=None, allow_pickle=False, show_progress=False, **_BM25S_FILES)
         files = [PASSAGES_FILE, *_BM25S_FILES.values()]
         manifest: dict[str, Any] = {
@@ -217,9 +213,9 @@ class BM25Index(ProvenanceMixin):
             "b": float(self._model.b),
             "count": len(self._passages),
             "vocabulary_size": len(self._vocab),
-            "sha256": {name: _sha256(root / name) for name in files},
+            "sha256": {name: sha256_file(root / name) for name in files},
         }
-        _write_atomic(root / MANIFEST_FILE, (json.dumps(manifest, indent=2) + "\n").encode())
+        write_json(root / MANIFEST_FILE, manifest)
         return root
 
     @classmethod
@@ -232,8 +228,8 @@ class BM25Index(ProvenanceMixin):
         if not (root / MANIFEST_FILE).is_file():
             raise CorpusError(f"no BM25 index at {root} (missing {MANIFEST_FILE})")
         try:
-            manifest = json.loads((root / MANIFEST_FILE).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            manifest = read_json(root / MANIFEST_FILE)
+        except (OSError, ValueError) as exc:
             raise CorpusError(f"cannot read {root / MANIFEST_FILE}: {exc}") from exc
         if not isinstance(manifest, dict) or manifest.get("kind") != "bm25":
             raise CorpusError(f"{root / MANIFEST_FILE} is not a BM25 index manifest")
@@ -256,10 +252,10 @@ class BM25Index(ProvenanceMixin):
             path = root / name
             if not path.is_file():
                 raise CorpusError(f"BM25 index at {root} is incomplete: missing {name}")
-            if _sha256(path) != hashes[name]:
+            if sha256_file(path) != hashes[name]:
                 raise CorpusError(f"{path} is corrupt (does not match its manifest hash)")
 
-        passages = DenseIndex._read_passages(root / PASSAGES_FILE)
+        passages = read_passages_jsonl(root / PASSAGES_FILE)
         if len(passages) != manifest.get("count"):
             raise CorpusError(
                 f"BM25 index at {root}: manifest count {manifest.get('count')!r} but "

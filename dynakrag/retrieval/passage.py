@@ -1,9 +1,14 @@
-"""The unit of retrieval: one passage of a corpus."""
+"""The unit of retrieval: one passage of a corpus, and the ``passages.jsonl`` file of an index."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
+
+from dynakrag.errors import CorpusError
 
 
 @dataclass(frozen=True)
@@ -33,3 +38,33 @@ class Passage:
         ):
             raise TypeError("passage fields id, title, text, parent_id must be strings")
         return cls(id=fields[0], title=fields[1], text=fields[2], parent_id=parent)
+
+
+def passages_jsonl(passages: Sequence[Passage]) -> bytes:
+    """The ``passages.jsonl`` bytes of an index: one sorted-key JSON object a line, UTF-8."""
+    lines = [json.dumps(p.to_dict(), ensure_ascii=False, sort_keys=True) for p in passages]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def read_passages_jsonl(path: Path) -> list[Passage]:
+    """The passages of an index's ``passages.jsonl`` (:class:`CorpusError` naming the file and
+    line when it cannot be read or a line is not a passage)."""
+    passages: list[Passage] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorpusError(f"cannot read {path}: {exc}") from exc
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            passages.append(Passage.from_dict(json.loads(line)))
+        except (
+            json.JSONDecodeError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            RecursionError,
+        ) as exc:
+            raise CorpusError(f"malformed passage in {path} line {lineno}: {exc}") from exc
+    return passages

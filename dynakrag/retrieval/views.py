@@ -43,8 +43,10 @@ _ABBREVIATIONS: frozenset[str] = frozenset(
 )
 
 
-def default_candidate_k(k: int) -> int:
-    """How many units are read first for ``k`` parents (doubled while too few parents)."""
+def unit_candidate_k(k: int) -> int:
+    """How many child units (chunks, views) are read first to find ``k`` parents:
+    ``max(4 * k, 40)``, deeper than :func:`~dynakrag.retrieval.hybrid.fusion_candidate_k`
+    because several units share a parent (doubled while too few parents were found)."""
     return max(4 * k, 40)
 
 
@@ -89,7 +91,7 @@ class ParentDocumentRetriever(ProvenanceSearchMixin):
     parent's score is the score of its best-ranked child; parents are ordered by that child's
     rank. Children whose parent is unknown, and further children of a parent already found,
     are recorded as dropped. Units are read ``candidate_k`` deep (default
-    :func:`default_candidate_k`), doubling until ``k`` parents are found or the child searcher
+    :func:`unit_candidate_k`), doubling until ``k`` parents are found or the child searcher
     runs out.
     """
 
@@ -131,7 +133,7 @@ class ParentDocumentRetriever(ProvenanceSearchMixin):
         """The ``k`` best parents as hits (``via``: matching child ids, best first) and the
         dropped children / parents with reasons."""
         check_k(k)
-        depth = self.candidate_k or default_candidate_k(k)
+        depth = self.candidate_k or unit_candidate_k(k)
         max_depth = depth * _MAX_WIDENING
         unit_source = searcher_name(self.searcher)
         while True:

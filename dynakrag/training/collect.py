@@ -46,14 +46,12 @@ Record schema (one JSON object a line, ``RECORD_SCHEMA``)::
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -63,6 +61,7 @@ from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.errors import UserInputError
 from dynakrag.eval.metrics import state_support_recall
+from dynakrag.files import read_jsonl
 from dynakrag.graph.replay import initial_state, step
 from dynakrag.graph.validity import valid_actions
 from dynakrag.llm.client import LLMClient
@@ -79,9 +78,8 @@ __all__ = [
     "demo_examples",
     "distractor_searcher_factory",
     "label",
-    "read_jsonl",
+    "read_records",
     "records_from_transitions",
-    "write_jsonl",
 ]
 
 RECORD_SCHEMA = "dynakrag-transition/1"
@@ -111,27 +109,26 @@ def distractor_searcher_factory(
 ) -> Callable[[QAExample], Searcher]:
     """Per-example searchers over the example's own passages (the distractor setting).
 
-    ``retriever`` is ``"bm25"`` or ``"dense"`` (MiniLM unless ``embeddings`` is given).
-    DS-RAG examples, which have no passages of their own, search the chunked DS-RAG corpus
-    (indexed once).
+    ``retriever`` is one of :data:`~dynakrag.routing.factory.RETRIEVERS`, built by
+    :func:`~dynakrag.routing.factory.build_searcher` (MiniLM unless ``embeddings`` is given,
+    created once for all examples). DS-RAG examples, which have no passages of their own,
+    search the chunked DS-RAG corpus (indexed once).
     """
-    if retriever not in ("bm25", "dense"):
-        raise UserInputError(f"retriever must be 'bm25' or 'dense', got {retriever!r}")
+    from dynakrag.routing.factory import RETRIEVERS, build_searcher, needs_embeddings
+
+    if retriever not in RETRIEVERS:
+        raise UserInputError(
+            f"unknown retriever {retriever!r}; choose one of {', '.join(RETRIEVERS)}"
+        )
     shared: dict[str, Searcher] = {}
 
     def build(passages: Sequence[Passage]) -> Searcher:
-        if retriever == "bm25":
-            from dynakrag.retrieval.lexical import BM25Index
-
-            return BM25Index.build(passages)
-        from dynakrag.retrieval.dense import DenseIndex
-
         nonlocal embeddings
-        if embeddings is None:
+        if embeddings is None and needs_embeddings(retriever):
             from dynakrag.retrieval.embeddings import default_embeddings
 
-            embeddings = default_embeddings()
-        return DenseIndex.build(passages, embeddings, progress=False)
+            embeddings = default_embeddings()  # one model for every example
+        return build_searcher(retriever, passages, embeddings=embeddings)
 
     def factory(example: QAExample) -> Searcher:
         if example.passages:
@@ -426,39 +423,7 @@ def records_from_transitions(
 # Files
 
 
-def write_jsonl(records: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> int:
-    """Write records one JSON object a line (streaming; flushed per record); the count."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    with target.open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
-            handle.flush()
-            count += 1
-    return count
-
-
-def read_jsonl(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[dict]:
-    """The records of one or more JSONL files (UserInputError naming file and line if bad)."""
-    if isinstance(paths, str | os.PathLike):
-        paths = [paths]
-    records: list[dict[str, Any]] = []
-    for path in paths:
-        source = Path(path)
-        try:
-            lines = source.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserInputError(f"cannot read trajectories {source}: {exc}") from None
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-                raise UserInputError(f"{source} line {number}: invalid JSON ({reason})") from None
-            if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
-                raise UserInputError(f"{source} line {number}: not a {RECORD_SCHEMA} record")
-            records.append(record)
-    return records
+def read_records(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[dict]:
+    """The transition records of one or more JSONL files (written with
+    :func:`dynakrag.files.write_jsonl`); UserInputError naming file and line if one is bad."""
+    return read_jsonl(paths, schema=RECORD_SCHEMA, what="trajectories")

@@ -18,7 +18,6 @@ are the paper's: 300 trees, ``min_samples_leaf=8``, ``random_state=13``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from dynakrag.errors import UserInputError
+from dynakrag.files import canonical_json_line, records_sha256
 from dynakrag.policy.base import ACTION_COSTS
 from dynakrag.policy.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_STATE_FEATURES
 from dynakrag.policy.learned import (
@@ -40,12 +40,12 @@ from dynakrag.policy.value_model import fit_forest
 from dynakrag.state import ACTIONS
 from dynakrag.training.collect import RECORD_SCHEMA
 
-__all__ = ["FitReport", "canonical_records", "fit_policy", "training_data_sha256"]
+__all__ = ["PolicyFitReport", "canonical_records", "fit_policy"]
 
 
 @dataclass
-class FitReport:
-    """What a fit used and how well the held-out questions are predicted."""
+class PolicyFitReport:
+    """What a policy fit used and how well the held-out questions are predicted."""
 
     n_records: int
     n_states: int
@@ -122,10 +122,6 @@ def _check(record: Mapping[str, Any], index: int) -> None:
         raise bad("features must be finite numbers")
 
 
-def _line(record: Mapping[str, Any]) -> str:
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
 def _question(record: Mapping[str, Any]) -> tuple[str, str]:
     return (str(record.get("dataset", "")), str(record.get("example_id", "")))
 
@@ -139,20 +135,11 @@ def canonical_records(records: Iterable[Mapping[str, Any]]) -> list[dict[str, An
     lines: dict[str, dict[str, Any]] = {}
     for index, record in enumerate(records):
         _check(record, index)
-        lines.setdefault(_line(record), dict(record))
+        lines.setdefault(canonical_json_line(record), dict(record))
     return [
         lines[line]
         for line in sorted(lines, key=lambda ln: (_state_key(lines[ln]), lines[ln]["action"], ln))
     ]
-
-
-def training_data_sha256(records: Iterable[Mapping[str, Any]]) -> str:
-    """SHA-256 of canonical records (one sorted-key JSON line each, in the given order)."""
-    digest = hashlib.sha256()
-    for record in records:
-        digest.update(_line(record).encode("utf-8"))
-        digest.update(b"\n")
-    return digest.hexdigest()
 
 
 def _r2(y: np.ndarray, predicted: np.ndarray) -> float | None:
@@ -177,7 +164,7 @@ def fit_policy(
     guard_penalty: float = DEFAULT_GUARD_PENALTY,
     n_jobs: int | None = None,
     refit: bool = True,
-) -> tuple[LearnedPolicy, FitReport]:
+) -> tuple[LearnedPolicy, PolicyFitReport]:
     """Fit a :class:`LearnedPolicy` and report its held-out accuracy (see the module doc)."""
     started = time.perf_counter()
     if not 0.0 <= holdout < 1.0:
@@ -185,7 +172,7 @@ def fit_policy(
     rows = canonical_records(records)
     if not rows:
         raise UserInputError("no training records")
-    digest = training_data_sha256(rows)
+    digest = records_sha256(rows)
 
     X = np.asarray([r["features"] for r in rows], dtype=np.float64)
     y = np.asarray([r["label"] for r in rows], dtype=np.float64)
@@ -251,7 +238,7 @@ def fit_policy(
         "continuation_margin": continuation_margin,
         "guard_penalty": guard_penalty,
     }
-    report = FitReport(
+    report = PolicyFitReport(
         n_records=len(rows),
         n_states=len(state_rows),
         n_questions=len(distinct),

@@ -22,8 +22,9 @@ recovered from the checkpoint history of each thread (oldest first):
   the controller chose it: what the controller conditioned on plus its decision
   (``valid_actions``, ``invalid_reasons``, ``policy_scores``, ``next_action == action``).
   ``stop_answer`` after ``compress_answer_evidence`` follows a fixed edge with no controller
-  step between: the compression records that decision itself (``valid_actions ==
-  ["stop_answer"]``, empty ``policy_scores``).
+  step between: the graph records that decision with the compression node's update
+  (:data:`dynakrag.graph.nodes.FIXED_EDGES`; ``valid_actions == ["stop_answer"]``, empty
+  ``policy_scores``).
 * ``action``: one of the seven names in ``dynakrag.state.ACTIONS``.
 * ``next_state``: the state at the next decision point, i.e. just before the following action
   ran (after the next controller step), or the final state when the run ended there. So

@@ -51,7 +51,7 @@ def _isolated(isolated_env: None, no_models: None, monkeypatch: pytest.MonkeyPat
         "dynakrag.retrieval.embeddings.default_embeddings", lambda **_: HashedWords(DIM)
     )
     monkeypatch.setattr(
-        "dynakrag.eval.dsrag_methods._rerank_encoder", lambda: TextEncoder(HashedWords(DIM))
+        "dynakrag.eval.methods.dsrag._rerank_encoder", lambda: TextEncoder(HashedWords(DIM))
     )
 
 

@@ -1,7 +1,7 @@
 """Generator routing signals on the real embedded model (llama-cpp-python server).
 
-Checks what the module docstring of :mod:`dynakrag.llm.routing` states: echoed prompt log-probs
-line up with their tokens once the BOS text is prepended, a nonsense context is more
+Checks what the module docstring of :mod:`dynakrag.routing.generator` states: echoed prompt
+log-probs line up with their tokens once the BOS text is prepended, a nonsense context is more
 perplexing than a fluent one, and chat completions return answer log-probs.
 """
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from dynakrag.llm.client import LLMClient
 from dynakrag.llm.embedded import embedded_chat_model
-from dynakrag.llm.routing import (
+from dynakrag.routing.generator import (
     GeneratorTier,
     PromptLogprobScorer,
     answer_perplexity,
@@ -52,11 +53,11 @@ def test_chat_completions_return_answer_logprobs(scorer: PromptLogprobScorer) ->
     # light_tier uses (ChatOpenAI bound with logprobs=True, top_logprobs=1, max_tokens).
     tier = GeneratorTier(
         "light",
-        embedded_chat_model(timeout=120.0, max_retries=0),
+        LLMClient(embedded_chat_model(timeout=120.0, max_retries=0), max_retries=0),
         build_messages=lambda q, ps: [("human", f"{ps[0]['text']}\n{q} One word.")],
         max_tokens=4,
     )
-    signal = answer_perplexity(tier, QUESTION, FLUENT, retries=0, strict=True)
+    signal = answer_perplexity(tier, QUESTION, FLUENT, strict=True)
     assert signal is not None and signal.kind == "answer" and signal.tokens >= 1
     assert signal.answer is not None and "paris" in signal.answer.lower()
     assert 1.0 <= signal.perplexity < 5.0

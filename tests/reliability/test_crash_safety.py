@@ -13,15 +13,16 @@ import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
+from dynakrag import files
 from dynakrag.errors import CorpusError
-from dynakrag.retrieval import dense
 from dynakrag.retrieval.dense import DenseIndex
 from dynakrag.retrieval.passage import Passage
 from dynakrag.state import ACTIONS
@@ -155,23 +156,25 @@ def test_interrupted_resave_is_refused(
 ) -> None:
     """A save that dies between files (new passages, old manifest) never loads as valid."""
     directory = _index(PASSAGES).save(tmp_path / "idx")
-    real_write = dense._write_atomic
+    real_writer = files.atomic_writer  # every file of an index is written through it
     messages = []
     for survive in (1, 2):  # die after writing the passages, or after passages + index
         written: list[Path] = []
 
-        def dying_write(
-            path: Path, data: bytes, written: list[Path] = written, survive: int = survive
-        ) -> None:
+        @contextmanager
+        def dying_writer(
+            path: Path, written: list[Path] = written, survive: int = survive, **options: Any
+        ) -> Iterator[IO[bytes]]:
             if len(written) == survive:
                 raise Killed("killed mid-save")
             written.append(path)
-            real_write(path, data)
+            with real_writer(path, **options) as handle:
+                yield handle
 
-        monkeypatch.setattr(dense, "_write_atomic", dying_write)
+        monkeypatch.setattr(files, "atomic_writer", dying_writer)
         with pytest.raises(Killed):
             _index([*PASSAGES, Passage(id="new", title="N", text="new text")]).save(directory)
-        monkeypatch.setattr(dense, "_write_atomic", real_write)
+        monkeypatch.setattr(files, "atomic_writer", real_writer)
         with pytest.raises(CorpusError) as info:
             DenseIndex.load(directory, DeterministicFakeEmbedding(size=16))
         assert "manifest" in str(info.value) or "count" in str(info.value), info.value

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 import dynakrag
-from dynakrag import UserInputError
-from dynakrag.cli import main as cli
+from dynakrag import UserInputError, cli
+from dynakrag.cli import ask as ask_command
 from dynakrag.configuration import Configuration
 from dynakrag.data.demo import demo_passages
 from dynakrag.state import ACTIONS
@@ -123,7 +123,7 @@ def cli_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI searches the demo corpus with the keyword fake and reads with the demo fake."""
     corpus = demo_corpus()
     monkeypatch.setattr(
-        cli, "_searcher_for", lambda args, cfg: KeywordSearcher(demo_passages(corpus))
+        ask_command, "_searcher_for", lambda args, cfg: KeywordSearcher(demo_passages(corpus))
     )
     monkeypatch.setattr(
         "dynakrag.llm.factory.chat_model_from_config",

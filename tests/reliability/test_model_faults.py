@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from dynakrag import prompts
-from dynakrag.cli import main as cli
+from dynakrag import cli, prompts
+from dynakrag.cli import ask as ask_command
 from dynakrag.configuration import Configuration
 from dynakrag.data.demo import demo_passages
 from dynakrag.errors import ModelUnavailableError
@@ -243,7 +243,7 @@ def test_hung_server_ends_in_bounded_time(reliability: Recorder) -> None:
 def test_cli_unreachable_model_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
     corpus = demo_corpus()
     monkeypatch.setattr(
-        cli, "_searcher_for", lambda args, cfg: KeywordSearcher(demo_passages(corpus))
+        ask_command, "_searcher_for", lambda args, cfg: KeywordSearcher(demo_passages(corpus))
     )
     monkeypatch.setenv("DYNAKRAG_LLM_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
     monkeypatch.setenv("DYNAKRAG_LLM_MAX_RETRIES", "0")

@@ -25,6 +25,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from dynakrag import ConfigurationError, CorpusError, cli
+from dynakrag.cli import ask as ask_command
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import DATA_DIR_ENV, load_examples
 from dynakrag.retrieval.corpus import load_corpus
@@ -104,7 +105,7 @@ def test_pickled_policy_is_refused_everywhere(
     tried = 0
     for path in files:
         # CLI --policy FILE: exit 2, one line naming the file, before the index is built.
-        monkeypatch.setattr(cli, "_searcher_for", lambda *a: pytest.fail("index was built"))
+        monkeypatch.setattr(ask_command, "_searcher_for", lambda *a: pytest.fail("index was built"))
         code, out, err = _run_cli(["ask", question, "--policy", str(path)])
         assert code == 2 and out == "", (code, out, err)
         assert len(err.splitlines()) == 1 and str(path) in err and "Traceback" not in err

@@ -11,8 +11,9 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from dynakrag import prompts
+from dynakrag.actions.bridge_entities import detect_bridge_entities
 from dynakrag.actions.bridge_entity_expand import bridge_entity_expand
-from dynakrag.actions.common import Resources, detect_bridge_entities
+from dynakrag.actions.common import Resources
 from dynakrag.actions.compress_answer_evidence import compress_answer_evidence
 from dynakrag.actions.gap_query import gap_query
 from dynakrag.actions.retrieve_more import retrieve_more
@@ -20,6 +21,7 @@ from dynakrag.actions.rewrite_query import rewrite_query
 from dynakrag.actions.stop_answer import stop_answer
 from dynakrag.actions.sufficiency_check import sufficiency_check
 from dynakrag.configuration import Configuration
+from dynakrag.graph.nodes import FIXED_EDGES, run_action
 from dynakrag.llm import client as client_module
 from dynakrag.llm.client import LLMClient, Usage, estimate_tokens, parse_json_object
 from dynakrag.llm.fake import ScriptedChatModel
@@ -611,6 +613,18 @@ def test_compress_keeps_supporting_passages_and_drops_unrelated_ones() -> None:
     assert entry["kept"] == ["ada", "kestrel"] and entry["dropped"] == 3
     assert update["compressed"] is True
     assert recorder.calls == [] and searcher.calls == []
+
+
+def test_compress_writes_no_controller_fields_the_graph_records_its_fixed_edge() -> None:
+    res, _ = resources()
+    state = make_state(evidence=[doc("ada"), doc("tom")], sub_questions=ANSWERED)
+    update = compress_answer_evidence(state, res, Configuration())
+    controller_fields = {"valid_actions", "invalid_reasons", "policy_scores", "next_action"}
+    assert not controller_fields & update.keys()
+    node_update = run_action("compress_answer_evidence", state, res, Configuration())
+    assert node_update["next_action"] == FIXED_EDGES["compress_answer_evidence"] == "stop_answer"
+    assert node_update["valid_actions"] == ["stop_answer"] and node_update["policy_scores"] == {}
+    assert {k: v for k, v in node_update.items() if k not in controller_fields} == update
 
 
 def test_compress_passthrough_keeps_everything_up_to_max_final_docs() -> None:

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from dynakrag import __version__, cli
+from dynakrag.cli import ask as ask_command
+from dynakrag.cli import output
 from dynakrag.data.demo import demo_passages
 from dynakrag.data.demo_corpus import generate_demo_corpus
 from dynakrag.graph.builder import build_graph
@@ -177,7 +179,7 @@ def test_unknown_policy_fails_before_the_index_is_built(
     def searcher_for(*args: Any) -> Any:
         raise AssertionError("the index was about to be built")
 
-    monkeypatch.setattr(cli, "_searcher_for", searcher_for)
+    monkeypatch.setattr(ask_command, "_searcher_for", searcher_for)
     assert run_main(["ask", "Where?", "--policy", "nope"]) == 2
     assert "nope" in one_error_line(capsys)
 
@@ -210,7 +212,7 @@ def test_format_step_for_an_acquisition() -> None:
         "search_query": "Selkthorn Robotics headquarters",
         "added": ["company-selkthorn-robotics", "city-quarstead"],
     }
-    assert cli.format_step(entry) == (
+    assert output.format_step(entry) == (
         "[3] gap_query  valid: {gap_query=0.70, stop_answer=0.12}\n"
         "    query: Selkthorn Robotics headquarters\n"
         "    added: company-selkthorn-robotics, city-quarstead"
@@ -219,14 +221,14 @@ def test_format_step_for_an_acquisition() -> None:
 
 def test_format_step_for_sufficiency_checks_and_the_answer() -> None:
     base = {"step": 2, "action": "sufficiency_check", "scores": {"sufficiency_check": 0.8}}
-    assert cli.format_step({**base, "sufficient": True, "gaps": []}) == (
+    assert output.format_step({**base, "sufficient": True, "gaps": []}) == (
         "[2] sufficiency_check  valid: {sufficiency_check=0.80}\n    sufficient"
     )
-    assert cli.format_step({**base, "sufficient": False, "gaps": ["Who founded X?"]}) == (
+    assert output.format_step({**base, "sufficient": False, "gaps": ["Who founded X?"]}) == (
         "[2] sufficiency_check  valid: {sufficiency_check=0.80}\n    gaps: ['Who founded X?']"
     )
     # Nothing added, no query, no scores: one line.
-    assert cli.format_step({"step": 5, "action": "stop_answer", "added": []}) == (
+    assert output.format_step({"step": 5, "action": "stop_answer", "added": []}) == (
         "[5] stop_answer  valid: {}"
     )
 
@@ -238,11 +240,11 @@ def test_stream_run_prints_each_step_and_returns_the_final_state() -> None:
         KeywordSearcher(demo_passages(corpus)), demo_chat_model({q.question: q.answer})
     )
     out = io.StringIO()
-    final = cli.stream_run(graph, q.question, out)
+    final = output.stream_run(graph, q.question, out)
     printed = out.getvalue()
     assert final["answer"]
     for entry in final["trace"]:
         assert f"[{entry['step']}] {entry['action']}" in printed
     assert printed.count("\n[") + 1 == len(final["trace"])
-    silent = cli.stream_run(graph, q.question, None)
+    silent = output.stream_run(graph, q.question, None)
     assert silent["answer"] == final["answer"]

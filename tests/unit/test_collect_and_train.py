@@ -14,11 +14,13 @@ from langgraph.types import Overwrite
 
 from dynakrag import build_graph
 from dynakrag.actions.common import Resources
-from dynakrag.cli.train import TRAIN_HANDLERS, add_train_parsers
+from dynakrag.cli import collect as collect_command
+from dynakrag.cli import train as train_command
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.errors import UserInputError
 from dynakrag.eval.metrics import support_recall
+from dynakrag.files import write_jsonl
 from dynakrag.graph.replay import apply_update, initial_state, replay, step
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.features import FEATURE_NAMES, N_STATE_FEATURES, featurize
@@ -31,9 +33,8 @@ from dynakrag.training.collect import (
     RECORD_SCHEMA,
     collect,
     demo_examples,
-    read_jsonl,
+    read_records,
     records_from_transitions,
-    write_jsonl,
 )
 from dynakrag.training.fit import fit_policy
 from tests.fakes import KeywordSearcher, demo_chat_model
@@ -287,18 +288,18 @@ def test_records_from_a_logged_run(tmp_path: Path) -> None:
 def test_jsonl_round_trip(tmp_path: Path, records: list[dict[str, Any]]) -> None:
     path = tmp_path / "t.jsonl"
     assert write_jsonl(records[:30], path) == 30
-    assert read_jsonl(path) == records[:30]
-    assert read_jsonl([path, path]) == records[:30] * 2
+    assert read_records(path) == records[:30]
+    assert read_records([path, path]) == records[:30] * 2
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"schema": "other"}\n')
     with pytest.raises(UserInputError, match="line 1"):
-        read_jsonl(bad)
+        read_records(bad)
     deep = tmp_path / "deep.jsonl"
     deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(UserInputError, match="line 1"):
-        read_jsonl(deep)
+        read_records(deep)
     with pytest.raises(UserInputError, match="cannot read"):
-        read_jsonl(tmp_path / "missing.jsonl")
+        read_records(tmp_path / "missing.jsonl")
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,10 +370,12 @@ def test_trained_policy_runs_the_graph_within_budgets(trained: Path) -> None:
 def run_cli(argv: list[str]) -> int:
     """What dynakrag.cli.main does with these commands: user errors exit 2."""
     parser = argparse.ArgumentParser(prog="dynakrag", exit_on_error=False)
-    add_train_parsers(parser.add_subparsers(dest="command", required=True))
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    collect_command.add_parser(subparsers)
+    train_command.add_parser(subparsers)
     args = parser.parse_args(argv)
     try:
-        return TRAIN_HANDLERS[args.command](args)
+        return args.handler(args)
     except UserInputError:
         return 2
 
@@ -387,13 +390,11 @@ def test_collect_refuses_the_eval_split(tmp_path: Path) -> None:
 def test_collect_then_train_from_the_command_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import dynakrag.cli.train as cli_train
-
-    monkeypatch.setattr(cli_train, "make_llm", lambda cfg: llm())
+    monkeypatch.setattr(collect_command, "make_llm", lambda cfg: llm())
     out = tmp_path / "t.jsonl"
     argv = ["collect", "--dataset", "demo", "--out", str(out), "--limit", "4"]
     assert run_cli([*argv, "--retriever", "bm25", "--epsilon", "0.5"]) == 0
-    collected = read_jsonl(out)
+    collected = read_records(out)
     assert {r["example_id"] for r in collected} == {e.id for e in EXAMPLES[:4]}
     assert "records from 4 questions" in capsys.readouterr().out
     policy_path = tmp_path / "p.npz"

@@ -19,13 +19,8 @@ from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import load_examples
 from dynakrag.errors import UserInputError
-from dynakrag.eval.methods import (
-    ABLATIONS,
-    DynakragMethod,
-    Method,
-    MethodResult,
-    get_method,
-)
+from dynakrag.eval.methods import Method, MethodResult, get_method
+from dynakrag.eval.methods.dynakrag import ABLATIONS, DynakragMethod
 from dynakrag.eval.oracle import OraclePolicy
 from dynakrag.eval.report import compare_table
 from dynakrag.eval.runner import evaluate, summarize_records

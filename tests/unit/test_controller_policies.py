@@ -192,3 +192,24 @@ def test_without_actions_filters_the_valid_set_but_never_empties_it() -> None:
             # What the policy ranked (recorded as scores) never holds the removed action.
             assert "sufficiency_check" not in entry["scores"]
     assert any("sufficiency_check" in actions_of(run(e, "heuristic")) for e in SAMPLE[:4])
+
+
+def test_rank_evaluates_the_policy_once_and_agrees_with_scores_and_choose() -> None:
+    class Counting(HeuristicPolicy):
+        calls = 0
+
+        def value(self, state: Any, actions: Any, cfg: Configuration) -> dict[str, float]:
+            Counting.calls += 1
+            return super().value(state, actions, cfg)
+
+    policy = Counting()
+    state = initial_state(EXAMPLES[0].question, CFG)
+    valid = ["retrieve_more", "rewrite_query", "stop_answer"]
+    scores, choice = policy.rank(state, valid, CFG)
+    assert Counting.calls == 1
+    assert scores == policy.scores(state, valid, CFG)
+    assert choice == policy.choose(state, valid, CFG) == "retrieve_more"
+    # The ablation wrapper ranks (and so scores) only what it allows.
+    ablated_scores, ablated = WithoutActions(policy, {"retrieve_more"}).rank(state, valid, CFG)
+    assert set(ablated_scores) == {"rewrite_query", "stop_answer"}
+    assert ablated == "rewrite_query"

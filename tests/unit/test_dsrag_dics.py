@@ -144,9 +144,10 @@ def test_fallback_k_is_clipped(k: int) -> None:
 
 
 def test_with_a_fitted_graph_selector() -> None:
+    from dynakrag.dsrag.selector_training import fit_selector
     from tests.unit.test_dsrag_selector import PEOPLE, small_selector, synthetic
 
-    selector = small_selector(epochs=5).fit(synthetic(PEOPLE[:6]))
+    selector = fit_selector(small_selector(epochs=5), synthetic(PEOPLE[:6]))
     chunks = [("g", "Ava Stone was born on alpha"), ("n", "Ava Stone has nationality beta")]
     result = dics_select(
         [criterion("born date", "Ava Stone"), criterion("nationality", "Ava Stone")],

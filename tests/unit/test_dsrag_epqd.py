@@ -9,12 +9,12 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from dynakrag import prompts
+from dynakrag.decomposition import segment_question
 from dynakrag.dsrag.epqd import (
     EPQD,
     baseline_decompose,
     rule_decompose,
     rule_sub_questions,
-    segment_question,
 )
 from dynakrag.errors import ModelUnavailableError
 from dynakrag.llm.client import LLMClient

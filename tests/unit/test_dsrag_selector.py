@@ -24,6 +24,7 @@ from dynakrag.dsrag.selector import (
 from dynakrag.dsrag.selector_training import (
     SelectionExample,
     build_selection_examples,
+    fit_selector,
     info_nce,
     match_gold_sentence,
     metadata_criteria,
@@ -115,7 +116,7 @@ def small_selector(**params: object) -> GraphSelector:
 @pytest.fixture(scope="module")
 def fitted() -> GraphSelector:
     train = synthetic(PEOPLE[:8])
-    return small_selector().fit(train, synthetic(PEOPLE[8:]))
+    return fit_selector(small_selector(), train, synthetic(PEOPLE[8:]))
 
 
 GRAPHS = [
@@ -201,9 +202,9 @@ def test_training_beats_the_untrained_model_on_unseen_anchors(fitted: GraphSelec
 
 
 def test_fit_is_deterministic_with_a_seed(fitted: GraphSelector) -> None:
-    again = small_selector().fit(synthetic(PEOPLE[:8]), synthetic(PEOPLE[8:]))
+    again = fit_selector(small_selector(), synthetic(PEOPLE[:8]), synthetic(PEOPLE[8:]))
     assert np.array_equal(again.score(GRAPHS, CHUNKS), fitted.score(GRAPHS, CHUNKS))
-    other = small_selector(random_state=4, epochs=2).fit(synthetic(PEOPLE[:8]))
+    other = fit_selector(small_selector(random_state=4, epochs=2), synthetic(PEOPLE[:8]))
     assert not np.array_equal(other.score(GRAPHS, CHUNKS), fitted.score(GRAPHS, CHUNKS))
     assert fitted.training_data_sha256_ == again.training_data_sha256_
 
@@ -286,7 +287,7 @@ def _rehash(weights: Path) -> None:
 def test_load_refuses_invalid_files(
     fitted: GraphSelector, tmp_path: Path, damage: str, message: str
 ) -> None:
-    from dynakrag.policy.value_model import read_arrays, write_arrays
+    from dynakrag.files import read_arrays, write_arrays
 
     path = fitted.save(tmp_path / "sel.npz")
     meta_path = path.with_suffix(".json")
@@ -441,7 +442,7 @@ def _rows() -> tuple[list[QAExample], list[Passage]]:
 
 
 def test_train_selector_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dynakrag.cli import main as cli
+    from dynakrag import cli
     from dynakrag.data import datasets
     from dynakrag.dsrag import selector_training
     from dynakrag.retrieval import embeddings

@@ -22,14 +22,11 @@ from dynakrag import prompts
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import load_examples
 from dynakrag.errors import UserInputError
-from dynakrag.eval.methods import (
-    METHODS,
-    AnswerlessLLM,
-    DecomposeMethod,
-    IRCoTMethod,
-    NaiveMethod,
-    get_method,
-)
+from dynakrag.eval.methods import METHODS, get_method
+from dynakrag.eval.methods.decompose import DecomposeMethod
+from dynakrag.eval.methods.dynakrag import AnswerlessLLM
+from dynakrag.eval.methods.ircot import IRCoTMethod
+from dynakrag.eval.methods.naive import NaiveMethod
 from dynakrag.eval.report import compare_table, report_paths
 from dynakrag.eval.runner import SUMMARY_KEYS, evaluate
 from dynakrag.llm.client import LLMClient
@@ -224,6 +221,16 @@ def test_dense_distractor_embeds_each_passage_once(hotpot, cfg: Configuration) -
     assert result["meta"]["models"]["embeddings"] == "DeterministicFakeEmbedding"
     hybrid = run(hotpot, cfg, "naive", retriever="hybrid", embeddings=embeddings)
     assert hybrid["summary"]["n"] == 2
+
+
+@needs_data
+@pytest.mark.parametrize("setting", ["distractor", "open"])
+def test_routed_retriever_runs_in_both_settings(hotpot, cfg: Configuration, setting: str) -> None:
+    embeddings = DeterministicFakeEmbedding(size=16)
+    result = run(hotpot, cfg, "naive", setting, retriever="routed", embeddings=embeddings)
+    assert result["meta"]["retriever"] == "routed" and result["summary"]["n"] == 2
+    assert result["meta"]["configuration"]["retriever"] == "routed"
+    assert all(record["evidence"] for record in result["questions"])
 
 
 @needs_data

@@ -11,14 +11,8 @@ import pytest
 from sklearn.ensemble import RandomForestRegressor
 
 from dynakrag.errors import ConfigurationError
-from dynakrag.policy.value_model import (
-    META_KEY,
-    PolicyFileError,
-    TreeEnsemble,
-    fit_forest,
-    read_arrays,
-    write_arrays,
-)
+from dynakrag.files import META_KEY, ModelFileError, read_arrays, write_arrays
+from dynakrag.policy.value_model import TreeEnsemble, fit_forest
 
 
 def data(seed: int = 0, n: int = 400, d: int = 9) -> tuple[np.ndarray, np.ndarray]:
@@ -174,10 +168,10 @@ def test_pickles_and_broken_archives_are_refused_unopened(tmp_path: Path) -> Non
         member.write(b"\0" * 64)
     paths = (object_npz, truncated, random_file, fake_zip, text, no_meta, other_member, huge)
     for path in paths:
-        with pytest.raises(PolicyFileError) as info:
+        with pytest.raises(ModelFileError) as info:
             read_arrays(path)
-        assert str(info.value).startswith(f"{path} is not a dynakrag policy file: ")
+        assert str(info.value).startswith(f"{path} is not a dynakrag model file: ")
         assert isinstance(info.value, ConfigurationError)
     assert not marker.exists()
-    with pytest.raises(PolicyFileError, match="cannot read"):
+    with pytest.raises(ModelFileError, match="cannot read"):
         read_arrays(tmp_path / "missing.npz")

@@ -13,7 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 import dynakrag
 from dynakrag import ConfigurationError, UserInputError, build_graph
-from dynakrag.configuration import Configuration
+from dynakrag.configuration import BUILD_TIME_FIELDS, Configuration
 from dynakrag.data.demo import demo_passages
 from dynakrag.data.demo_corpus import DemoCorpus, DemoQuestion, generate_demo_corpus
 from dynakrag.llm.client import LLMClient
@@ -211,6 +211,24 @@ def test_invalid_configurable_value_raises_configuration_error(
         graph_for(corpus).invoke(
             {"question": "Where does Hesian Vaskow work?"}, {"configurable": configurable}
         )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("llm_model", "another-model"), ("cache_dir", "/elsewhere"), ("retriever", "bm25")],
+)
+def test_a_run_cannot_change_a_build_time_setting(
+    corpus: DemoCorpus, field: str, value: Any
+) -> None:
+    assert field in BUILD_TIME_FIELDS
+    built = Configuration(llm_model="built-model", cache_dir="/built", retriever="dense")
+    graph = graph_for(corpus, configuration=built)
+    q = question(corpus, "q-hq-00").question
+    with pytest.raises(ConfigurationError, match=rf"^'{field}' is fixed when the graph is built"):
+        graph.invoke({"question": q}, {"configurable": {field: value}})
+    # The value the graph was built with is accepted, as are per-run fields beside it.
+    same = {field: getattr(built, field), "max_steps": 1}
+    assert graph.invoke({"question": q}, {"configurable": same})["steps"] == 1
 
 
 @pytest.mark.parametrize(

@@ -16,13 +16,14 @@ from dynakrag.configuration import Configuration
 from dynakrag.data.demo import demo_passages
 from dynakrag.data.demo_corpus import generate_demo_corpus
 from dynakrag.errors import ConfigurationError
+from dynakrag.files import read_arrays, write_arrays
 from dynakrag.graph.replay import replay
 from dynakrag.graph.validity import valid_actions
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.base import ACTION_COSTS, Policy
 from dynakrag.policy.features import FEATURE_NAMES, FEATURE_SCHEMA_VERSION, N_STATE_FEATURES
 from dynakrag.policy.learned import LearnedPolicy, PolicyFileError, load_policy_file
-from dynakrag.policy.value_model import TreeEnsemble, read_arrays, write_arrays
+from dynakrag.policy.value_model import TreeEnsemble
 from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS
 from tests.fakes import KeywordSearcher, demo_chat_model
 

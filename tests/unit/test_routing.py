@@ -21,41 +21,45 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from dynakrag.errors import ConfigurationError, CorpusError, UserInputError
-from dynakrag.llm.routing import (
-    EMBEDDED_BOS_TEXT,
-    GeneratorRouter,
-    LogprobsUnavailableError,
-    PerplexitySignal,
-    PerplexityThresholds,
-    PromptLogprobScorer,
-    _bind,
-    answer_perplexity,
-    chat_logprobs,
-    context_perplexity,
-    default_generator_tiers,
-    parse_reasoned_answer,
-    parse_short_answer,
-    perplexity_of,
-    prompt_perplexity,
-    render_context,
-)
+from dynakrag.errors import ConfigurationError, CorpusError, ModelUnavailableError, UserInputError
+from dynakrag.llm.client import LLMClient, request_options
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.dense import DenseIndex
 from dynakrag.retrieval.lexical import BM25Index
 from dynakrag.retrieval.passage import Passage
 from dynakrag.retrieval.provenance import Hit, search_with_provenance
-from dynakrag.retrieval.routing import (
+from dynakrag.routing.decisions import DecisionLog, RoutingDecision
+from dynakrag.routing.generator import (
+    EMBEDDED_BOS_TEXT,
+    GeneratorRouter,
+    LogprobsUnavailableError,
+    PerplexitySignal,
+    PromptLogprobScorer,
+    answer_perplexity,
+    chat_logprobs,
+    context_perplexity,
+    default_generator_tiers,
+    fit_perplexity_thresholds,
+    parse_reasoned_answer,
+    parse_short_answer,
+    perplexity_of,
+    prompt_perplexity,
+    render_context,
+    retrieved_contexts,
+)
+from dynakrag.routing.retriever import (
     TIER_NAMES,
     DecomposeSearcher,
-    IDFThresholds,
     QueryDifficulty,
     RetrieverTiers,
     RoutedHit,
     RoutedSearcher,
     build_tiers,
-    split_query,
+    fit_idf_thresholds,
+    passage_queries,
 )
+from dynakrag.routing.thresholds import PercentileThresholds
+from tests.benchmark_scripts import benchmark_module
 
 # --------------------------------------------------------------------------------------------
 # Fixtures
@@ -82,6 +86,16 @@ def bm25() -> BM25Index:
 @pytest.fixture(scope="module")
 def tiers() -> RetrieverTiers:
     return build_tiers(CORPUS, DeterministicFakeEmbedding(size=16))
+
+
+def idf_thresholds(p25: float, p50: float, p75: float) -> PercentileThresholds:
+    """Avg-IDF thresholds set by hand (lower avg IDF is harder)."""
+    return PercentileThresholds("avg_idf", (p25, p50, p75), (25.0, 50.0, 75.0), "lower")
+
+
+def median(value: float, kind: str = "answer") -> PercentileThresholds:
+    """A one-cut perplexity threshold set by hand (higher perplexity is harder)."""
+    return PercentileThresholds(f"{kind}_perplexity", (value,), (50.0,), "higher")
 
 
 class TableDifficulty(QueryDifficulty):
@@ -130,20 +144,23 @@ def test_avg_idf_is_higher_for_rare_term_queries(bm25: BM25Index) -> None:
 def test_thresholds_are_the_hand_computed_percentiles(bm25: BM25Index) -> None:
     # Four values: numpy's linear percentiles are 1 + 3q/100 -> 1.75, 2.5, 3.25.
     table = {"a": 4.0, "b": 1.0, "c": 3.0, "d": 2.0}
-    th = IDFThresholds.fit(list(table), TableDifficulty(bm25, table), source="hand")
-    assert (th.p75, th.p50, th.p25) == (3.25, 2.5, 1.75)
-    assert th.n_queries == 4 and th.source == "hand"
-    assert (th.corpus_size, th.vocabulary_size) == (len(CORPUS), bm25.vocabulary_size)
+    th = fit_idf_thresholds(list(table), TableDifficulty(bm25, table), source="hand")
+    assert th.values == (1.75, 2.5, 3.25) and th.percentiles == (25.0, 50.0, 75.0)
+    assert (th.at(75), th.at(50), th.at(25)) == (3.25, 2.5, 1.75)
+    assert th.signal == "avg_idf" and th.harder == "lower" and th.levels == 4
+    assert th.n == 4 and th.source == "hand"
+    assert th.details["corpus_size"] == len(CORPUS)
+    assert th.details["vocabulary_size"] == bm25.vocabulary_size
 
     # Five real queries: the percentiles are exactly the 2nd, 3rd, 4th smallest avg IDF.
     queries = ["city", "city river", "capital river", "Oslo Norway", "Zanzibar Quokka"]
     values = sorted(bm25.average_idf(q) for q in queries)
-    th5 = IDFThresholds.fit(queries, bm25)
-    assert (th5.p25, th5.p50, th5.p75) == pytest.approx(values[1:4])
+    th5 = fit_idf_thresholds(queries, bm25)
+    assert th5.values == pytest.approx(values[1:4])
 
 
 def test_threshold_levels_at_the_boundaries() -> None:
-    th = IDFThresholds(p75=3.0, p50=2.0, p25=1.0)
+    th = idf_thresholds(p25=1.0, p50=2.0, p75=3.0)
     assert [th.level(v) for v in (5.0, 3.0, 2.9, 2.0, 1.5, 1.0, 0.99, 0.0)] == [
         0,
         0,
@@ -158,48 +175,48 @@ def test_threshold_levels_at_the_boundaries() -> None:
 
 def test_threshold_fit_is_deterministic_and_validated(bm25: BM25Index) -> None:
     queries = [f"{a} {b}" for a in ("Oslo", "city", "river", "Lima") for b in ("Peru", "city")]
-    one = IDFThresholds.fit(queries, bm25, max_queries=4, seed=3)
-    assert one == IDFThresholds.fit(queries, bm25, max_queries=4, seed=3)
-    assert one.n_queries == 4
+    one = fit_idf_thresholds(queries, bm25, max_queries=4, seed=3)
+    assert one == fit_idf_thresholds(queries, bm25, max_queries=4, seed=3)
+    assert one.n == 4
     with pytest.raises(UserInputError):
-        IDFThresholds.fit([], bm25)
+        fit_idf_thresholds([], bm25)
     with pytest.raises(UserInputError):
-        IDFThresholds.fit(queries, bm25, max_queries=0)
+        fit_idf_thresholds(queries, bm25, max_queries=0)
     with pytest.raises(ConfigurationError):
-        IDFThresholds(p75=1.0, p50=2.0, p25=0.5)
+        idf_thresholds(p25=0.5, p50=2.0, p75=1.0)
     with pytest.raises(ConfigurationError):
-        IDFThresholds(p75=math.nan, p50=2.0, p25=0.5)
+        idf_thresholds(p25=0.5, p50=2.0, p75=math.nan)
 
 
 def test_thresholds_json_round_trip(tmp_path: Path, bm25: BM25Index) -> None:
-    th = IDFThresholds.fit(["Oslo", "city", "river Tiber", "Gent canals"], bm25, source="x/train")
+    th = fit_idf_thresholds(["Oslo", "city", "river Tiber", "Gent canals"], bm25, source="x/train")
     path = th.save(tmp_path / "sub" / "idf.json")
     data = json.loads(path.read_text())
-    assert data["format"] == "dynakrag.idf_thresholds/1"
-    assert IDFThresholds.load(path) == th
+    assert data["format"] == "dynakrag.percentile_thresholds/1"
+    assert data["signal"] == "avg_idf" and data["details"]["corpus_size"] == len(CORPUS)
+    assert PercentileThresholds.load(path) == th
     path.write_text("{not json")
     with pytest.raises(ConfigurationError):
-        IDFThresholds.load(path)
+        PercentileThresholds.load(path)
     with pytest.raises(ConfigurationError):
-        IDFThresholds.from_dict({"format": "other", "p75": 1, "p50": 1, "p25": 1})
+        PercentileThresholds.from_dict({**data, "format": "other"})
     with pytest.raises(ConfigurationError):
-        IDFThresholds.load(tmp_path / "missing.json")
+        PercentileThresholds.from_dict({**data, "values": [1, "x", 2]})
+    with pytest.raises(ConfigurationError):
+        PercentileThresholds.load(tmp_path / "missing.json")
 
 
 def test_oov_rate_is_recorded_and_warned(bm25: BM25Index, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="dynakrag.retrieval.routing"):
-        known = IDFThresholds.fit(["Oslo city", "Lima river"], bm25)
-    assert known.oov_rate == 0.0 and caplog.text == ""
-    with caplog.at_level(logging.WARNING, logger="dynakrag.retrieval.routing"):
-        unseen = IDFThresholds.fit(["Oslo Xanadu", "Lima Atlantis"], bm25)
-    assert unseen.oov_rate == 0.5
+    with caplog.at_level(logging.WARNING, logger="dynakrag.routing.retriever"):
+        known = fit_idf_thresholds(["Oslo city", "Lima river"], bm25)
+    assert known.details["oov_rate"] == 0.0 and caplog.text == ""
+    with caplog.at_level(logging.WARNING, logger="dynakrag.routing.retriever"):
+        unseen = fit_idf_thresholds(["Oslo Xanadu", "Lima Atlantis"], bm25)
+    assert unseen.details["oov_rate"] == 0.5
     assert "absent from the corpus" in caplog.text
 
 
-def test_fit_dataset_reads_only_train_rows(
-    bm25: BM25Index, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from dynakrag.data import datasets
+def test_benchmark_fits_idf_thresholds_on_train_rows_only(monkeypatch: pytest.MonkeyPatch) -> None:
     from dynakrag.data.datasets import QAExample
 
     asked: list[str] = []
@@ -212,22 +229,25 @@ def test_fit_dataset_reads_only_train_rows(
             for i, (q, p) in enumerate(rows)
         ]
 
-    monkeypatch.setattr(datasets, "load_examples", fake_load)
-    on_corpus = IDFThresholds.fit_dataset("toy", bm25)
-    assert on_corpus.source == "toy/train" and on_corpus.n_queries == 3
-    own = IDFThresholds.fit_dataset("toy", limit=3)  # indexes the train rows' paragraphs
-    assert own.corpus_size == 3 and own.oov_rate == 0.0
-    assert asked == ["train", "train"]
+    with benchmark_module("routing") as benchmark:
+        monkeypatch.setattr(benchmark, "load_examples", fake_load)
+        own = benchmark.train_idf_thresholds("toy", limit=3, seed=13)
+    # Indexed on the train rows' own paragraphs: every question term is in that corpus.
+    assert own.source == "toy/train" and own.n == 3
+    assert own.details["corpus_size"] == 3 and own.details["oov_rate"] == 0.0
+    assert asked == ["train"]
 
 
 def test_thresholds_warn_on_another_corpus(
     bm25: BM25Index, caplog: pytest.LogCaptureFixture
 ) -> None:
-    th = IDFThresholds.fit(["Oslo", "city"], bm25)
+    th = fit_idf_thresholds(["Oslo", "city"], bm25)
     other = BM25Index.build(CORPUS[:3])
-    with caplog.at_level(logging.WARNING, logger="dynakrag.retrieval.routing"):
+    with caplog.at_level(logging.WARNING, logger="dynakrag.routing.retriever"):
         RoutedSearcher([("bm25", other)], th, other)
     assert "fitted on a corpus of 8 passages" in caplog.text
+    with pytest.raises(ConfigurationError, match="needs 'avg_idf' thresholds"):
+        RoutedSearcher([("bm25", bm25)], median(2.0), bm25)
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,23 +266,23 @@ QUERIES = [
 
 
 def test_routing_is_monotone_in_difficulty(tiers: RetrieverTiers) -> None:
-    th = IDFThresholds.fit(QUERIES, tiers.bm25)
+    th = fit_idf_thresholds(QUERIES, tiers.bm25)
     routed = tiers.routed(th)
     ordered = sorted(QUERIES, key=routed.difficulty, reverse=True)  # easiest (rarest) first
     chosen = [routed.tier_for(q) for q in ordered]
     assert chosen == sorted(chosen)
     assert chosen[0] == 0 and chosen[-1] == 3
-    assert routed.routes == ()  # tier_for neither searches nor logs
+    assert routed.log.decisions == ()  # tier_for neither searches nor logs
 
 
 def test_fewer_tiers_clamp_the_level(bm25: BM25Index) -> None:
-    th = IDFThresholds(p75=10.0, p50=9.0, p25=8.0)  # every query is level 3
+    th = idf_thresholds(p25=8.0, p50=9.0, p75=10.0)  # every query is level 3
     routed = RoutedSearcher([("bm25", bm25), ("also-bm25", bm25)], th, bm25)
     assert routed.tier_for("city") == 1
 
 
 def test_provenance_carries_tier_and_avg_idf(tiers: RetrieverTiers) -> None:
-    th = IDFThresholds.fit(QUERIES, tiers.bm25)
+    th = fit_idf_thresholds(QUERIES, tiers.bm25)
     routed = tiers.routed(th)
     assert isinstance(routed, Searcher)
     query = "Zanzibar Quokka"
@@ -275,37 +295,39 @@ def test_provenance_carries_tier_and_avg_idf(tiers: RetrieverTiers) -> None:
     assert hits[0].to_dict()["route"] == {"tier": 0, "tier_name": "bm25", "avg_idf": avg}
     assert hits[0].sources[0][0] == "bm25"
     assert all(d.get("route_tier") == "bm25" for d in dropped)
-    route = routed.last_route
-    assert route is not None and route.query == query and route.tier == 0
+    route = routed.log.last
+    assert isinstance(route, RoutingDecision) and route.router == "retriever"
+    assert route.query == query and route.tier == 0
     assert route.level == 0 and not route.fixed and route.seconds >= 0.0
-    assert route.avg_idf == pytest.approx(avg)
+    assert route.signal == "avg_idf" and route.value == pytest.approx(avg)
     json.dumps(route.to_dict())
 
     hard = "city"  # in every passage: the lowest avg IDF but one
     assert [p.id for p, _ in routed.search(hard, 2)]
-    assert routed.last_route is not None and routed.last_route.tier_name == "hybrid+decompose"
-    assert routed.last_route.sub_queries == ()  # nothing to split in this query
-    assert [r.query for r in routed.routes] == [query, hard]
-    assert routed.tier_counts() == {"bm25": 1, "dense": 0, "hybrid": 0, "hybrid+decompose": 1}
-    routed.clear_log()
-    assert routed.routes == () and routed.last_route is None
+    assert routed.log.last is not None and routed.log.last.tier_name == "hybrid+decompose"
+    assert routed.log.last.sub_queries == ()  # nothing to split in this query
+    assert [r.query for r in routed.log.decisions] == [query, hard]
+    assert routed.log.tier_counts() == {"bm25": 1, "dense": 0, "hybrid": 0, "hybrid+decompose": 1}
+    routed.log.clear()
+    assert routed.log.decisions == () and routed.log.last is None
 
 
 def test_always_cheapest_and_heaviest(tiers: RetrieverTiers) -> None:
-    routed = tiers.routed(IDFThresholds.fit(QUERIES, tiers.bm25))
+    routed = tiers.routed(fit_idf_thresholds(QUERIES, tiers.bm25))
     cheapest, heaviest = routed.cheapest(), routed.heaviest()
     assert cheapest.tiers == routed.tiers  # shared, nothing rebuilt
     for query in QUERIES:
         cheapest.search(query, 2)
         heaviest.search(query, 2)
-    assert {r.tier for r in cheapest.routes} == {0}
-    assert {r.tier for r in heaviest.routes} == {3}
-    assert all(r.fixed for r in heaviest.routes)
-    assert heaviest.routes[0].level == routed.tier_for(QUERIES[0])  # level still recorded
+    assert {r.tier for r in cheapest.log.decisions} == {0}
+    assert {r.tier for r in heaviest.log.decisions} == {3}
+    assert all(r.fixed for r in heaviest.log.decisions)
+    # The level is still recorded.
+    assert heaviest.log.decisions[0].level == routed.tier_for(QUERIES[0])
     hits, _ = heaviest.search_with_provenance("Oslo and Lima", 2)
     assert {h.retriever for h in hits} == {"always:hybrid+decompose"}
-    assert heaviest.last_route is not None
-    assert heaviest.last_route.sub_queries == ("Oslo", "Lima")
+    assert heaviest.log.last is not None
+    assert heaviest.log.last.sub_queries == ("Oslo", "Lima")
     assert routed.always("dense").fixed_tier == 1
     assert routed.always(-2).fixed_tier == 2
     # A fixed tier needs no thresholds.
@@ -325,28 +347,6 @@ def test_always_cheapest_and_heaviest(tiers: RetrieverTiers) -> None:
 # --------------------------------------------------------------------------------------------
 # Decomposition tier
 # --------------------------------------------------------------------------------------------
-
-
-def test_split_query_on_conjunctions_and_commas_outside_quotes() -> None:
-    assert split_query("A and B, 'C and D'") == ["A", "B", "'C and D'"]
-    assert split_query('Is "War and Peace" longer than Ulysses?') == [
-        'Is "War and Peace" longer than Ulysses'
-    ]
-    assert split_query("Who was born earlier, Ada Voss or Tom Reyl?") == [
-        "Who was born earlier",
-        "Ada Voss",
-        "Tom Reyl",
-    ]
-    # Apostrophes never open a quotation; "Anderson"/"Portland" contain no conjunction.
-    assert split_query("Marie Curie's lab and Pierre's 'brother and sister'") == [
-        "Marie Curie's lab",
-        "Pierre's 'brother and sister'",
-    ]
-    assert split_query("Anderson of Portland") == ["Anderson of Portland"]
-    assert split_query("x; y; x") == ["x", "y"]  # repeats dropped
-    assert split_query("a, b, c, d, e, f", max_parts=3) == ["a", "b", "c"]
-    with pytest.raises(UserInputError):
-        split_query("a", max_parts=0)
 
 
 def test_decompose_searches_each_part_and_fuses() -> None:
@@ -504,10 +504,12 @@ def test_answer_perplexity_reads_response_metadata_logprobs() -> None:
 
 def test_router_stays_light_on_low_perplexity_and_escalates_on_high() -> None:
     model = reader()
-    router = GeneratorRouter(default_generator_tiers(model), PerplexityThresholds((2.0,), "answer"))
+    router = GeneratorRouter(default_generator_tiers(model), median(2.0))
     easy = router.answer("Capital of Norway?", FLUENT)
     assert easy.answer == "Oslo" and easy.decision.tier == 0
-    assert easy.decision.tier_name == "light" and easy.decision.kind == "answer"
+    assert easy.decision.tier_name == "light" and easy.decision.signal == "answer_perplexity"
+    assert easy.decision.router == "generator" and easy.decision.query == "Capital of Norway?"
+    assert easy.decision.level == 0
     assert easy.usage.llm_calls == 1  # the measuring call was the answer
     assert len(model.calls) == 1
 
@@ -517,15 +519,16 @@ def test_router_stays_light_on_low_perplexity_and_escalates_on_high() -> None:
     assert hard.raw is not None and hard.raw.startswith("Oslo is the capital")
     assert hard.usage.llm_calls == 2
     assert hard.signal is not None and hard.signal.answer == "Bergen"
-    assert router.last_decision == hard.decision
-    assert router.tier_counts() == {"light": 1, "reasoning": 1}
+    assert hard.decision.level == 1 and hard.decision.value == pytest.approx(math.exp(3.0))
+    assert router.log.last == hard.decision
+    assert router.log.tier_counts() == {"light": 1, "reasoning": 1}
     json.dumps(hard.decision.to_dict())
     json.dumps(hard.signal.to_dict())
 
 
 def test_heavy_reply_without_answer_line_falls_back() -> None:
     tiers = default_generator_tiers(reader(cut_off=True))
-    router = GeneratorRouter(tiers, PerplexityThresholds((2.0,), "answer"))
+    router = GeneratorRouter(tiers, median(2.0))
     result = router.answer("Capital of Norway?", NONSENSE)
     assert result.decision.tier == 1 and result.answer == "Bergen"  # the light answer
     assert result.raw == "Oslo is the capital of Norway.\nSo the"
@@ -535,10 +538,11 @@ def test_heavy_reply_without_answer_line_falls_back() -> None:
 
 def test_router_without_logprobs_stays_light_and_logs(caplog: pytest.LogCaptureFixture) -> None:
     model = reader(with_logprobs=False)
-    router = GeneratorRouter(default_generator_tiers(model), PerplexityThresholds((2.0,), "answer"))
-    with caplog.at_level(logging.INFO, logger="dynakrag.llm.routing"):
+    router = GeneratorRouter(default_generator_tiers(model), median(2.0))
+    with caplog.at_level(logging.INFO, logger="dynakrag.routing.generator"):
         result = router.answer("Capital of Norway?", NONSENSE)
-    assert result.signal is None and result.decision.perplexity is None
+    assert result.signal is None and result.decision.value is None
+    assert result.decision.signal is None and result.decision.level is None
     assert result.decision.tier == 0 and result.answer == "Bergen"
     assert len(model.calls) == 1
     assert "returned no log-probs" in caplog.text
@@ -548,7 +552,7 @@ def test_router_without_logprobs_stays_light_and_logs(caplog: pytest.LogCaptureF
 def test_router_always_and_validation() -> None:
     model = reader()
     tiers = default_generator_tiers(model)
-    router = GeneratorRouter(tiers, PerplexityThresholds((2.0,), "answer"))
+    router = GeneratorRouter(tiers, median(2.0))
     heavy = router.always(-1).answer("Capital of Norway?", FLUENT)
     assert heavy.decision.fixed and heavy.decision.tier_name == "reasoning"
     assert heavy.signal is None and len(model.calls) == 1  # no measuring call
@@ -557,8 +561,10 @@ def test_router_always_and_validation() -> None:
     assert GeneratorRouter(tiers, None, fixed_tier=0).tier_for(None) == 0
     with pytest.raises(ConfigurationError):
         GeneratorRouter(tiers, None)
-    with pytest.raises(ConfigurationError, match="fitted on 'context'"):
-        GeneratorRouter(tiers, PerplexityThresholds((2.0,), "context"))
+    with pytest.raises(ConfigurationError, match="fitted on 'context_perplexity'"):
+        GeneratorRouter(tiers, median(2.0, "context"))
+    with pytest.raises(ConfigurationError, match="fitted on 'avg_idf'"):
+        GeneratorRouter(tiers, idf_thresholds(1.0, 2.0, 3.0))
     with pytest.raises(ConfigurationError):
         router.always("unknown")
     with pytest.raises(ConfigurationError):
@@ -569,7 +575,7 @@ def test_router_fits_median_thresholds_on_train_contexts() -> None:
     router = GeneratorRouter(default_generator_tiers(reader()), None, fixed_tier=0)
     contexts = [("q1", FLUENT), ("q2", NONSENSE), ("q3", FLUENT)]
     th = router.fit_thresholds(contexts, source="toy/train")
-    assert th.kind == "answer" and th.n == 3 and th.source == "toy/train"
+    assert th.signal == "answer_perplexity" and th.n == 3 and th.source == "toy/train"
     assert th.values == (pytest.approx(math.exp(0.1)),)  # the median of e^.1, e^3, e^.1
     silent = GeneratorRouter(
         default_generator_tiers(reader(with_logprobs=False)), None, fixed_tier=0
@@ -579,22 +585,29 @@ def test_router_fits_median_thresholds_on_train_contexts() -> None:
 
 
 def test_perplexity_thresholds_fit_tiers_and_json(tmp_path: Path) -> None:
-    th = PerplexityThresholds.fit([1.0, 2.0, 3.0, 4.0], kind="context")
+    th = fit_perplexity_thresholds([1.0, 2.0, 3.0, 4.0], kind="context")
     assert th.values == (2.5,) and th.percentiles == (50.0,)
-    assert [th.tier_for(v) for v in (1.0, 2.5, 2.6)] == [0, 0, 1]
-    three = PerplexityThresholds.fit([1.0, 2.0, 3.0, 4.0], kind="answer", percentiles=(75, 25))
-    assert three.values == (1.75, 3.25) and [three.tier_for(v) for v in (1, 2, 4)] == [0, 1, 2]
-    assert PerplexityThresholds.load(th.save(tmp_path / "ppl.json")) == th
+    assert th.signal == "context_perplexity" and th.harder == "higher"
+    assert [th.level(v) for v in (1.0, 2.5, 2.6)] == [0, 0, 1]
+    three = fit_perplexity_thresholds([1.0, 2.0, 3.0, 4.0], kind="answer", percentiles=(75, 25))
+    assert three.values == (1.75, 3.25) and [three.level(v) for v in (1, 2, 4)] == [0, 1, 2]
+    assert PercentileThresholds.load(th.save(tmp_path / "ppl.json")) == th
     with pytest.raises(UserInputError):
-        PerplexityThresholds.fit([], kind="answer")
+        fit_perplexity_thresholds([], kind="answer")
     with pytest.raises(UserInputError):
-        PerplexityThresholds.fit([1.0], kind="answer", percentiles=(150,))
+        fit_perplexity_thresholds([1.0], kind="answer", percentiles=(150,))
     with pytest.raises(ConfigurationError):
-        PerplexityThresholds((3.0, 1.0), "answer")
+        PercentileThresholds("answer_perplexity", (3.0, 1.0), (25.0, 75.0), "higher")
     with pytest.raises(ConfigurationError):
-        PerplexityThresholds((1.0,), "other")  # type: ignore[arg-type]
+        fit_perplexity_thresholds([1.0], kind="other")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError):
-        PerplexityThresholds.from_dict({"format": "x"})
+        PercentileThresholds("answer_perplexity", (1.0,), (50.0,), "sideways")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        PercentileThresholds("answer_perplexity", (1.0, 2.0), (50.0,), "higher")
+    with pytest.raises(ConfigurationError):
+        PercentileThresholds.from_dict({"format": "x"})
+    with pytest.raises(ConfigurationError):
+        th.at(90)
 
 
 def test_chat_openai_gets_logprobs_top_logprobs_and_max_tokens() -> None:
@@ -603,15 +616,15 @@ def test_chat_openai_gets_logprobs_top_logprobs_and_max_tokens() -> None:
     model = ChatOpenAI(
         base_url="http://127.0.0.1:9/v1", api_key="x", model="m", extra_body={"a": 1}
     )
-    bound: Any = _bind(model, 16, logprobs=True)
-    assert bound.kwargs == {
+    assert request_options(model, max_tokens=16, logprobs=True) == {
         "extra_body": {"a": 1, "max_tokens": 16},
         "logprobs": True,
         "top_logprobs": 1,
     }
-    assert _bind(model, None, logprobs=False) is model
+    assert request_options(model) == {}
     fake = reader()
-    assert _bind(fake, 16, logprobs=True) is fake  # other models are called as configured
+    # Other models are called as configured.
+    assert request_options(fake, max_tokens=16, logprobs=True) == {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -690,7 +703,7 @@ def test_prompt_perplexity_handles_offsets_that_include_the_bos_text() -> None:
 def test_prompt_perplexity_without_logprobs(caplog: pytest.LogCaptureFixture) -> None:
     client, _ = completions_server(word_logprob, echo_logprobs=False)
     scorer = PromptLogprobScorer("http://x/v1", "m", http_client=client)
-    with caplog.at_level(logging.WARNING, logger="dynakrag.llm.routing"):
+    with caplog.at_level(logging.WARNING, logger="dynakrag.routing.generator"):
         assert prompt_perplexity(scorer, "Oslo is fine") is None
     assert "no prompt log-probs" in caplog.text
     with pytest.raises(LogprobsUnavailableError, match="does not support prompt log-probs"):
@@ -721,12 +734,95 @@ def test_router_with_a_scorer_uses_context_perplexity() -> None:
     client, _ = completions_server(word_logprob)
     scorer = PromptLogprobScorer("http://x/v1", "m", http_client=client)
     model = reader()
-    router = GeneratorRouter(
-        default_generator_tiers(model), PerplexityThresholds((2.0,), "context"), scorer=scorer
-    )
+    router = GeneratorRouter(default_generator_tiers(model), median(2.0, "context"), scorer=scorer)
     easy = router.answer("Capital?", FLUENT)
-    assert easy.decision.kind == "context" and easy.decision.tier == 0
+    assert easy.decision.signal == "context_perplexity" and easy.decision.tier == 0
     assert easy.answer == "Oslo" and easy.usage.llm_calls == 2  # scoring + light answer
     hard = router.answer("Capital?", NONSENSE)
     assert hard.decision.tier == 1 and hard.answer == "Oslo"
-    assert np.isfinite(hard.decision.perplexity or math.nan)
+    assert np.isfinite(hard.decision.value or math.nan)
+
+
+# --------------------------------------------------------------------------------------------
+# Generator tiers call the model through LLMClient
+# --------------------------------------------------------------------------------------------
+
+
+def test_generator_tiers_call_the_model_through_the_llm_client() -> None:
+    client = LLMClient(reader(), max_retries=0)
+    router = GeneratorRouter(default_generator_tiers(client), median(2.0))
+    assert all(tier.llm is client for tier in router.tiers)  # one client: one health record
+    router.answer("Capital of Norway?", NONSENSE)  # measure (light) + answer (reasoning)
+    assert client.replies == 2 and client.failed_requests == 0 and not client.unreachable
+
+
+def test_generator_faults_are_counted_by_the_client_and_a_lost_model_raises() -> None:
+    def refused(messages: list[BaseMessage]) -> tuple[str, list[float] | None]:
+        raise RuntimeError("connection refused")
+
+    client = LLMClient(LogprobChat(respond=refused), max_retries=1, backoff_s=0.0)
+    router = GeneratorRouter(default_generator_tiers(client), median(2.0))
+    result = router.answer("Capital of Norway?", FLUENT)
+    assert result.answer is None and result.signal is None and result.decision.tier == 0
+    assert client.failed_requests == 2 and client.unreachable
+    assert "connection refused" in (client.last_error or "")
+
+    def gone(messages: list[BaseMessage]) -> tuple[str, list[float] | None]:
+        raise ModelUnavailableError("the embedded server stopped")
+
+    lost = GeneratorRouter(default_generator_tiers(LogprobChat(respond=gone)), median(2.0))
+    with pytest.raises(ModelUnavailableError, match="stopped"):
+        lost.answer("Capital of Norway?", FLUENT)
+
+
+def test_retrieved_contexts_pair_each_question_with_its_top_k(tiers: RetrieverTiers) -> None:
+    contexts = retrieved_contexts(["Oslo Norway city", "Lima Peru city"], tiers.bm25, k=2)
+    assert [question for question, _ in contexts] == ["Oslo Norway city", "Lima Peru city"]
+    assert [len(passages) for _, passages in contexts] == [2, 2]
+    assert contexts[0][1][0].id == "oslo"
+
+
+# --------------------------------------------------------------------------------------------
+# One decision record and log for both routers
+# --------------------------------------------------------------------------------------------
+
+
+def test_both_routers_log_the_same_decision_record(tiers: RetrieverTiers) -> None:
+    searcher = tiers.routed(fit_idf_thresholds(QUERIES, tiers.bm25))
+    searcher.search("Oslo Norway", 2)
+    router = GeneratorRouter(default_generator_tiers(reader()), median(2.0))
+    router.answer("Capital of Norway?", FLUENT)
+    retrieved, generated = searcher.log.last, router.log.last
+    assert isinstance(retrieved, RoutingDecision) and isinstance(generated, RoutingDecision)
+    assert (retrieved.router, generated.router) == ("retriever", "generator")
+    assert set(retrieved.to_dict()) == set(generated.to_dict())
+
+
+def test_decision_log_is_bounded_and_per_thread() -> None:
+    import threading
+
+    log = DecisionLog(("a", "b"), max_log=2)
+    for i, name in enumerate(["a", "b", "b"]):
+        log.record(RoutingDecision("retriever", f"q{i}", "ab".index(name), name))
+    assert [d.query for d in log.decisions] == ["q1", "q2"]
+    assert log.tier_counts() == {"a": 0, "b": 2}
+    seen: list[RoutingDecision | None] = []
+    other = threading.Thread(target=lambda: seen.append(log.last))
+    other.start()
+    other.join()
+    assert seen == [None]  # another thread's latest decision is its own
+    assert log.last is not None and log.last.query == "q2"
+
+
+# --------------------------------------------------------------------------------------------
+# Stand-in queries from the corpus
+# --------------------------------------------------------------------------------------------
+
+
+def test_passage_queries_are_first_sentences_or_titles() -> None:
+    passages = [
+        Passage("a", "Oslo", "Oslo is the capital of Norway. It lies on a fjord."),
+        Passage("b", "Bare Title", ""),
+        Passage("c", "", "  "),
+    ]
+    assert passage_queries(passages) == ["Oslo is the capital of Norway.", "Bare Title"]

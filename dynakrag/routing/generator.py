@@ -11,8 +11,14 @@ every :class:`PerplexitySignal` says which one it measured (``kind``):
     ``"Question: <q>\\nPassages:\\n"``; only context tokens count.
 ``"answer"`` (fallback)
     Perplexity of the *answer tokens* the light tier generates from question + context, from
-    chat log-probs (``ChatOpenAI`` with ``logprobs=True``: ``response_metadata["logprobs"]``).
+    chat log-probs (``LLMClient.reply(..., logprobs=True)``: ``response_metadata["logprobs"]``).
     It costs no extra call: when the router stays light, that answer is the answer.
+
+Generator tiers call their model through :class:`~dynakrag.llm.client.LLMClient` (its retries,
+health counters and :class:`~dynakrag.errors.ModelUnavailableError`); the thresholds are
+:class:`~dynakrag.routing.thresholds.PercentileThresholds` of signal ``"<kind>_perplexity"``
+(:func:`fit_perplexity_thresholds`, the median by default) and every answer is logged as a
+:class:`~dynakrag.routing.decisions.RoutingDecision`.
 
 Findings for the embedded llama-cpp-python 0.3.36 server (no server flag is needed; its
 ``--logits_all`` already defaults to True):
@@ -26,7 +32,8 @@ Findings for the embedded llama-cpp-python 0.3.36 server (no server flag is need
   0.15 s per scored token on 2 CPU cores, so contexts are cut to ``max_chars``.
 * ``max_tokens=0`` means "unlimited" there; the scorer asks for 1 token.
 * Chat completions return log-probs only when ``top_logprobs`` is set as well as
-  ``logprobs=True`` (``logprobs=True`` alone silently returns none); this module sets both.
+  ``logprobs=True`` (``logprobs=True`` alone silently returns none); the client sets both
+  (:func:`~dynakrag.llm.client.request_options`).
 
 A backend without log-probs gives a ``None`` signal: the router stays on the light tier and
 logs why.
@@ -34,33 +41,57 @@ logs why.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-import re
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage
 
 from dynakrag import prompts
 from dynakrag.errors import ConfigurationError, ModelUnavailableError, UserInputError
-from dynakrag.llm.client import NO_USAGE, Messages, Usage, estimate_tokens
+from dynakrag.llm.answers import parse_reasoned_answer, parse_short_answer
+from dynakrag.llm.client import NO_USAGE, LLMClient, Messages, Usage, estimate_tokens, message_text
 from dynakrag.prompts import REASONING_ANSWER_SYSTEM, reasoning_messages
+from dynakrag.retrieval.base import Searcher
+from dynakrag.routing.decisions import DecisionLog, RoutingDecision, check_tier_names, tier_index
+from dynakrag.routing.thresholds import PercentileThresholds
 
 if TYPE_CHECKING:
     import httpx
 
     from dynakrag.configuration import Configuration
-    from dynakrag.retrieval.base import Searcher
+
+__all__ = [
+    "EMBEDDED_BOS_TEXT",
+    "REASONING_ANSWER_SYSTEM",
+    "GeneratorRouter",
+    "GeneratorTier",
+    "LogprobsUnavailableError",
+    "PerplexitySignal",
+    "PromptLogprobScorer",
+    "RoutedGeneration",
+    "answer_perplexity",
+    "chat_logprobs",
+    "context_perplexity",
+    "default_generator_tiers",
+    "fit_perplexity_thresholds",
+    "light_tier",
+    "parse_reasoned_answer",
+    "parse_short_answer",
+    "perplexity_of",
+    "perplexity_signal_name",
+    "prompt_perplexity",
+    "reasoning_messages",
+    "reasoning_tier",
+    "render_context",
+    "retrieved_contexts",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +107,6 @@ log-probs line up with their tokens (see the module docstring)."""
 MIN_LOGPROB = -50.0
 """Log-probs below this (``-inf`` included) are clipped to it, so one token cannot make a
 perplexity infinite."""
-
-THRESHOLDS_FORMAT = "dynakrag.perplexity_thresholds/1"
 
 
 class LogprobsUnavailableError(ModelUnavailableError):
@@ -360,25 +389,6 @@ def prompt_perplexity(
 # Generator tiers
 # --------------------------------------------------------------------------------------------
 
-_ANSWER_LINE = re.compile(r"^\W*(?:final\s+)?answer\W*?[:：]\s*(.+?)\s*$", re.IGNORECASE)
-
-
-def parse_short_answer(text: str) -> str:
-    """A light-tier reply as an answer: stripped, a leading ``Answer:`` removed."""
-    text = text.strip()
-    match = _ANSWER_LINE.match(text.splitlines()[0]) if text else None
-    return match.group(1).strip() if match and len(text.splitlines()) == 1 else text
-
-
-def parse_reasoned_answer(text: str) -> str | None:
-    """The answer of a reason-then-answer reply: its last ``Answer: ...`` line; ``None`` when
-    it has none (e.g. cut off by ``max_tokens`` mid-reasoning)."""
-    for line in reversed(text.strip().splitlines()):
-        match = _ANSWER_LINE.match(line)
-        if match:
-            return match.group(1).strip().strip("*").strip()
-    return None
-
 
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -390,115 +400,73 @@ MessageBuilder = Callable[[str, Sequence[dict[str, Any]]], Messages]
 
 @dataclass(frozen=True)
 class GeneratorTier:
-    """One generator setting: a chat model, its prompt, its token budget and answer parser.
+    """One generator setting: the client it calls, its prompt, token budget and answer parser.
 
-    ``max_tokens`` is applied to ``ChatOpenAI`` models (as ``extra_body["max_tokens"]``, which
-    llama.cpp, vLLM and OpenAI all honour); other models are called as they are configured.
+    ``max_tokens`` is applied to OpenAI-compatible models (see
+    :func:`~dynakrag.llm.client.request_options`); other models are called as configured.
     ``parse`` returns ``None`` when a reply holds no answer (the router then falls back, see
     :meth:`GeneratorRouter.answer`).
     """
 
     name: str
-    model: BaseChatModel
+    llm: LLMClient
     build_messages: MessageBuilder = prompts.answer_messages
     max_tokens: int | None = None
     parse: Callable[[str], str | None] = parse_short_answer
-
-    def runnable(self, *, logprobs: bool = False) -> Any:
-        """The model bound to this tier's token budget (and log-probs when asked)."""
-        return _bind(self.model, self.max_tokens, logprobs=logprobs)
 
     def messages(self, question: str, passages: Sequence[PassageLike]) -> Messages:
         """This tier's prompt for ``question`` over ``passages``."""
         return self.build_messages(question, _passage_dicts(passages))
 
+    def generate(
+        self, question: str, passages: Sequence[PassageLike], *, logprobs: bool = False
+    ) -> tuple[str | None, Any | None, Usage]:
+        """``(raw reply text, reply message, usage)`` of this tier's prompt; the text and
+        message are ``None`` when every attempt failed."""
+        reply, usage = self.llm.reply(
+            self.messages(question, passages), max_tokens=self.max_tokens, logprobs=logprobs
+        )
+        return (message_text(reply) if reply is not None else None), reply, usage
 
-def light_tier(model: BaseChatModel, *, max_tokens: int = 32, name: str = "light") -> GeneratorTier:
+
+def _as_client(llm: LLMClient | BaseChatModel) -> LLMClient:
+    return llm if isinstance(llm, LLMClient) else LLMClient(llm)
+
+
+def light_tier(
+    llm: LLMClient | BaseChatModel, *, max_tokens: int = 32, name: str = "light"
+) -> GeneratorTier:
     """The cheap setting: answer-only prompt (:func:`dynakrag.prompts.answer_messages`)."""
-    return GeneratorTier(name, model, prompts.answer_messages, max_tokens, parse_short_answer)
+    return GeneratorTier(
+        name, _as_client(llm), prompts.answer_messages, max_tokens, parse_short_answer
+    )
 
 
 def reasoning_tier(
-    model: BaseChatModel, *, max_tokens: int = 384, name: str = "reasoning"
+    llm: LLMClient | BaseChatModel, *, max_tokens: int = 384, name: str = "reasoning"
 ) -> GeneratorTier:
     """The heavy setting: reason first, then answer (:data:`REASONING_ANSWER_SYSTEM`)."""
-    return GeneratorTier(name, model, reasoning_messages, max_tokens, parse_reasoned_answer)
+    return GeneratorTier(
+        name, _as_client(llm), reasoning_messages, max_tokens, parse_reasoned_answer
+    )
 
 
 def default_generator_tiers(
-    model: BaseChatModel,
-    heavy_model: BaseChatModel | None = None,
+    llm: LLMClient | BaseChatModel,
+    heavy_llm: LLMClient | BaseChatModel | None = None,
     *,
     light_max_tokens: int = 32,
     heavy_max_tokens: int = 384,
 ) -> list[GeneratorTier]:
-    """``[light, reasoning]``: the heavy tier reasons with ``heavy_model`` (a larger endpoint)
-    when given, else with ``model`` itself."""
+    """``[light, reasoning]``: the heavy tier reasons with ``heavy_llm`` (a larger endpoint)
+    when given, else with ``llm`` itself (one client, so its health counters see both)."""
+    client = _as_client(llm)
     return [
-        light_tier(model, max_tokens=light_max_tokens),
-        reasoning_tier(heavy_model or model, max_tokens=heavy_max_tokens),
+        light_tier(client, max_tokens=light_max_tokens),
+        reasoning_tier(
+            _as_client(heavy_llm) if heavy_llm is not None else client, max_tokens=heavy_max_tokens
+        ),
     ]
-
-
-def _is_chat_openai(model: Any) -> bool:
-    try:
-        from langchain_openai import ChatOpenAI
-    except ImportError:  # pragma: no cover - langchain-openai is a dependency
-        return False
-    return isinstance(model, ChatOpenAI)
-
-
-def _bind(model: BaseChatModel, max_tokens: int | None, *, logprobs: bool) -> Any:
-    if not _is_chat_openai(model):
-        return model
-    options: dict[str, Any] = {}
-    if max_tokens is not None:
-        options["extra_body"] = {
-            **(getattr(model, "extra_body", None) or {}),
-            "max_tokens": max_tokens,
-        }
-    if logprobs:
-        # llama-cpp-python returns chat log-probs only when top_logprobs is set too.
-        options.update(logprobs=True, top_logprobs=1)
-    return model.bind(**options) if options else model
-
-
-def _text(reply: Any) -> str:
-    content = getattr(reply, "content", reply)
-    if isinstance(content, list):
-        return "".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content)
-    return str(content)
-
-
-def _usage(reply: Any, messages: Messages, text: str) -> Usage:
-    metadata = getattr(reply, "usage_metadata", None) if isinstance(reply, AIMessage) else None
-    if metadata:
-        return Usage(1, int(metadata.get("input_tokens", 0)), int(metadata.get("output_tokens", 0)))
-    prompt = "\n".join(content for _, content in messages)
-    return Usage(1, estimate_tokens(prompt), estimate_tokens(text))
-
-
-def _invoke(
-    runnable: Any, messages: Messages, *, retries: int, backoff_s: float
-) -> tuple[Any | None, Usage]:
-    """Invoke with bounded retries; ``(reply, usage)``, reply ``None`` when all attempts fail."""
-    usage = NO_USAGE
-    prompt = "\n".join(content for _, content in messages)
-    for attempt in range(retries + 1):
-        try:
-            reply = runnable.invoke(list(messages))
-        except Exception as exc:  # any backend fault: timeout, refused, 5xx
-            usage += Usage(1, estimate_tokens(prompt), 0)
-            logger.warning("generator request failed (attempt %d): %s", attempt + 1, exc)
-            if attempt < retries:
-                time.sleep(backoff_s * (2**attempt))
-            continue
-        text = _text(reply)
-        usage += _usage(reply, messages, text)
-        if text.strip():
-            return reply, usage
-        logger.warning("generator returned an empty completion (attempt %d)", attempt + 1)
-    return None, usage
 
 
 def answer_perplexity(
@@ -506,34 +474,23 @@ def answer_perplexity(
     question: str,
     passages: Sequence[PassageLike],
     *,
-    retries: int = 2,
-    backoff_s: float = 0.5,
     strict: bool = False,
 ) -> PerplexitySignal | None:
     """Perplexity of the answer ``tier`` generates (kind ``"answer"``; the parsed answer is in
     the signal). ``None`` (logged) when no reply or no log-probs came back, unless
     ``strict``."""
-    signal, _, _ = _measure_answer(tier, question, passages, retries, backoff_s, strict)
+    signal, _, _ = _measure_answer(tier, question, passages, strict)
     return signal
 
 
 def _measure_answer(
-    tier: GeneratorTier,
-    question: str,
-    passages: Sequence[PassageLike],
-    retries: int,
-    backoff_s: float,
-    strict: bool,
+    tier: GeneratorTier, question: str, passages: Sequence[PassageLike], strict: bool
 ) -> tuple[PerplexitySignal | None, str | None, Usage]:
-    messages = tier.messages(question, passages)
-    reply, usage = _invoke(
-        tier.runnable(logprobs=True), messages, retries=retries, backoff_s=backoff_s
-    )
-    if reply is None:
+    raw, reply, usage = tier.generate(question, passages, logprobs=True)
+    if raw is None:
         if strict:
             raise ModelUnavailableError(f"generator tier {tier.name!r} gave no reply")
         return None, None, usage
-    raw = _text(reply)
     answer = tier.parse(raw)
     values = chat_logprobs(reply)
     summary = perplexity_of(values) if values else None
@@ -582,108 +539,38 @@ def context_perplexity(
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PerplexityThresholds:
-    """Ascending perplexity cut points of one signal ``kind``, fitted on train questions.
-
-    :meth:`tier_for` gives the number of cut points a perplexity lies *above*: with the default
-    single median, ``<= median`` -> 0 (light), ``> median`` -> 1 (heavy).
-    """
-
-    values: tuple[float, ...]
-    kind: SignalKind
-    percentiles: tuple[float, ...] = (50.0,)
-    n: int = 0
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        values = tuple(float(v) for v in self.values)
-        object.__setattr__(self, "values", values)
-        object.__setattr__(self, "percentiles", tuple(float(p) for p in self.percentiles))
-        if not values or not all(math.isfinite(v) for v in values):
-            raise ConfigurationError(f"perplexity thresholds must be finite numbers: {values}")
-        if list(values) != sorted(values):
-            raise ConfigurationError(f"perplexity thresholds must be ascending: {values}")
-        if self.kind not in ("context", "answer"):
-            raise ConfigurationError(f"signal kind must be 'context' or 'answer': {self.kind!r}")
-
-    @classmethod
-    def fit(
-        cls,
-        perplexities: Iterable[float],
-        *,
-        kind: SignalKind,
-        percentiles: Sequence[float] = (50.0,),
-        source: str = "",
-    ) -> PerplexityThresholds:
-        """Percentiles (numpy's linear interpolation) of train-question perplexities."""
-        values = np.asarray([float(p) for p in perplexities], dtype=np.float64)
-        if values.size == 0:
-            raise UserInputError("cannot fit perplexity thresholds on zero measurements")
-        points = sorted(float(p) for p in percentiles)
-        if not points or not all(0.0 <= p <= 100.0 for p in points):
-            raise UserInputError(f"percentiles must lie in [0, 100], got {list(percentiles)}")
-        cuts = tuple(float(np.percentile(values, p)) for p in points)
-        return cls(cuts, kind, tuple(points), int(values.size), source)
-
-    def tier_for(self, perplexity: float) -> int:
-        """How many cut points ``perplexity`` exceeds (0 = lightest tier)."""
-        return sum(perplexity > value for value in self.values)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly form (with a ``format`` tag)."""
-        data = asdict(self)
-        data["values"] = list(self.values)
-        data["percentiles"] = list(self.percentiles)
-        return {"format": THRESHOLDS_FORMAT, **data}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PerplexityThresholds:
-        """Inverse of :meth:`to_dict`."""
-        if not isinstance(data, dict) or data.get("format") != THRESHOLDS_FORMAT:
-            raise ConfigurationError(f"not a perplexity thresholds object ({THRESHOLDS_FORMAT})")
-        try:
-            return cls(
-                tuple(data["values"]),
-                data["kind"],
-                tuple(data.get("percentiles", (50.0,))),
-                int(data.get("n", 0)),
-                str(data.get("source", "")),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigurationError(f"invalid perplexity thresholds: {exc}") from exc
-
-    def save(self, path: str | Path) -> Path:
-        """Write the thresholds as JSON."""
-        target = Path(path).expanduser()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, target)
-        return target
-
-    @classmethod
-    def load(cls, path: str | Path) -> PerplexityThresholds:
-        """Read thresholds written by :meth:`save`."""
-        source = Path(path).expanduser()
-        try:
-            data = json.loads(source.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ConfigurationError(
-                f"cannot read perplexity thresholds from {source}: {exc}"
-            ) from exc
-        return cls.from_dict(data)
+def perplexity_signal_name(kind: SignalKind) -> str:
+    """The thresholds' signal name of a perplexity kind: ``"context_perplexity"`` or
+    ``"answer_perplexity"``."""
+    if kind not in ("context", "answer"):
+        raise ConfigurationError(f"signal kind must be 'context' or 'answer': {kind!r}")
+    return f"{kind}_perplexity"
 
 
-def train_contexts(
-    dataset: str, searcher: Searcher, *, k: int = 5, limit: int | None = 64
+def fit_perplexity_thresholds(
+    perplexities: Iterable[float],
+    *,
+    kind: SignalKind,
+    percentiles: Sequence[float] = (50.0,),
+    source: str = "",
+) -> PercentileThresholds:
+    """Percentiles (the median by default) of train-question perplexities of one ``kind``;
+    above a cut point is harder (with the median: ``<= median`` light, ``> median`` heavy)."""
+    return PercentileThresholds.fit(
+        perplexities,
+        signal=perplexity_signal_name(kind),
+        harder="higher",
+        percentiles=percentiles,
+        source=source,
+    )
+
+
+def retrieved_contexts(
+    questions: Iterable[str], searcher: Searcher, *, k: int = 5
 ) -> list[tuple[str, list[PassageLike]]]:
-    """``(question, top-k passages)`` for the **train** rows of ``dataset`` (never eval rows),
-    the input of :meth:`GeneratorRouter.fit_thresholds`."""
-    from dynakrag.data.datasets import load_examples
-
-    examples = load_examples(dataset, "train", limit=limit)
-    return [(e.question, [p for p, _ in searcher.search(e.question, k)]) for e in examples]
+    """``(question, top-k passages)`` per question: the input of
+    :meth:`GeneratorRouter.fit_thresholds`. Pass **training** questions only."""
+    return [(question, [p for p, _ in searcher.search(question, k)]) for question in questions]
 
 
 # --------------------------------------------------------------------------------------------
@@ -692,29 +579,12 @@ def train_contexts(
 
 
 @dataclass(frozen=True)
-class GeneratorDecision:
-    """One routing decision (``perplexity``/``kind`` are ``None`` without a signal)."""
-
-    tier: int
-    tier_name: str
-    perplexity: float | None
-    kind: SignalKind | None
-    fixed: bool = False
-    reason: str = ""
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly form."""
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class RoutedGeneration:
-    """The routed answer: text, the tier that produced it, the signal and the total usage
+    """The routed answer: text, the decision that produced it, the signal and the total usage
     (measurement included)."""
 
     answer: str | None
-    decision: GeneratorDecision
+    decision: RoutingDecision
     signal: PerplexitySignal | None
     usage: Usage
     raw: str | None = field(default=None, repr=False)
@@ -726,67 +596,44 @@ class GeneratorRouter:
     ``tiers`` run cheapest first. With a ``scorer`` the signal is the context's prompt
     perplexity (``"context"``); without one it is the perplexity of tier 0's own answer
     (``"answer"``), which is kept when the router stays light. ``thresholds`` must be of the
-    same kind. No signal -> tier 0 (logged). ``fixed_tier`` skips measuring (baselines).
+    same signal. No signal -> tier 0 (logged). ``fixed_tier`` skips measuring (baselines).
+    Every answer is recorded in :attr:`log`. Retries and backoff are the tiers' clients'.
     """
 
     def __init__(
         self,
         tiers: Sequence[GeneratorTier],
-        thresholds: PerplexityThresholds | None,
+        thresholds: PercentileThresholds | None,
         *,
         scorer: PromptLogprobScorer | None = None,
         fixed_tier: int | str | None = None,
-        retries: int = 2,
-        backoff_s: float = 0.5,
         max_log: int = 100_000,
     ) -> None:
         self.tiers: tuple[GeneratorTier, ...] = tuple(tiers)
-        if not self.tiers:
-            raise ConfigurationError("GeneratorRouter needs at least one tier")
-        names = [tier.name for tier in self.tiers]
-        if len(set(names)) != len(names):
-            raise ConfigurationError(f"generator tier names must be unique, got {names}")
+        check_tier_names([tier.name for tier in self.tiers])
         self.scorer = scorer
         self.signal_kind: SignalKind = "context" if scorer is not None else "answer"
-        self.fixed_tier = None if fixed_tier is None else self._tier_index(fixed_tier)
+        self.fixed_tier = None if fixed_tier is None else tier_index(self.tier_names, fixed_tier)
         if thresholds is None and self.fixed_tier is None:
             raise ConfigurationError("GeneratorRouter needs thresholds unless a tier is fixed")
-        if thresholds is not None and thresholds.kind != self.signal_kind:
+        signal = perplexity_signal_name(self.signal_kind)
+        if thresholds is not None and thresholds.signal != signal:
             raise ConfigurationError(
-                f"thresholds were fitted on {thresholds.kind!r} perplexity but this router "
-                f"measures {self.signal_kind!r} perplexity ("
+                f"thresholds were fitted on {thresholds.signal!r} but this router measures "
+                f"{signal!r} ("
                 + ("a scorer was given)" if scorer is not None else "no scorer was given)")
             )
         self.thresholds = thresholds
-        self.retries = retries
-        self.backoff_s = backoff_s
-        self.max_log = max_log
-        self._log: list[GeneratorDecision] = []
-        self._lock = threading.Lock()
-        self._local = threading.local()
+        self.log = DecisionLog(self.tier_names, max_log=max_log)
 
-    # --- variants -------------------------------------------------------------------------
+    @property
+    def tier_names(self) -> tuple[str, ...]:
+        """Tier names, lightest first."""
+        return tuple(tier.name for tier in self.tiers)
 
     def always(self, tier: int | str) -> GeneratorRouter:
         """The same tiers with ``tier`` (index, negative allowed, or name) for every question."""
-        return GeneratorRouter(
-            self.tiers,
-            self.thresholds,
-            scorer=self.scorer,
-            fixed_tier=tier,
-            retries=self.retries,
-            backoff_s=self.backoff_s,
-        )
-
-    def _tier_index(self, tier: int | str) -> int:
-        names = [t.name for t in self.tiers]
-        if isinstance(tier, str):
-            if tier not in names:
-                raise ConfigurationError(f"unknown generator tier {tier!r}; tiers: {names}")
-            return names.index(tier)
-        if isinstance(tier, bool) or not -len(names) <= tier < len(names):
-            raise ConfigurationError(f"generator tier {tier!r} out of range for {len(names)}")
-        return tier % len(names)
+        return GeneratorRouter(self.tiers, self.thresholds, scorer=self.scorer, fixed_tier=tier)
 
     # --- signal and decision --------------------------------------------------------------
 
@@ -798,17 +645,20 @@ class GeneratorRouter:
         if self.scorer is not None:
             signal = prompt_perplexity(self.scorer, passages, question=question)
             return signal, None, signal.usage if signal is not None else NO_USAGE
-        return _measure_answer(
-            self.tiers[0], question, passages, self.retries, self.backoff_s, False
-        )
+        return _measure_answer(self.tiers[0], question, passages, False)
+
+    def level_of(self, signal: PerplexitySignal | None) -> int | None:
+        """The thresholds' difficulty level of a signal (None without signal or thresholds)."""
+        if signal is None or self.thresholds is None:
+            return None
+        return self.thresholds.level(signal.perplexity)
 
     def tier_for(self, signal: PerplexitySignal | None) -> int:
         """The tier a signal routes to; ``None`` -> 0 (the light tier)."""
         if self.fixed_tier is not None:
             return self.fixed_tier
-        if signal is None or self.thresholds is None:
-            return 0
-        return min(self.thresholds.tier_for(signal.perplexity), len(self.tiers) - 1)
+        level = self.level_of(signal)
+        return 0 if level is None else min(level, len(self.tiers) - 1)
 
     def answer(self, question: str, passages: Sequence[PassageLike]) -> RoutedGeneration:
         """Measure (unless fixed), choose a tier, and answer with it.
@@ -840,12 +690,8 @@ class GeneratorRouter:
                 answer = chosen.parse(light_raw)
                 answer = answer if answer is not None else _last_line(light_raw)
         else:
-            messages = chosen.messages(question, passages)
-            reply, call_usage = _invoke(
-                chosen.runnable(), messages, retries=self.retries, backoff_s=self.backoff_s
-            )
+            raw, _, call_usage = chosen.generate(question, passages)
             usage += call_usage
-            raw = _text(reply) if reply is not None else None
             answer = chosen.parse(raw) if raw is not None else None
             if answer is None and raw is not None:
                 # No answer line (cut off mid-reasoning): the light answer when one was
@@ -853,16 +699,19 @@ class GeneratorRouter:
                 fallback = signal.answer if signal is not None else None
                 answer = fallback if fallback is not None else _last_line(raw)
                 logger.info("tier %r reply has no answer line; using %r", chosen.name, answer)
-        decision = GeneratorDecision(
+        decision = RoutingDecision(
+            router="generator",
+            query=question,
             tier=tier,
             tier_name=chosen.name,
-            perplexity=signal.perplexity if signal is not None else None,
-            kind=signal.kind if signal is not None else None,
+            signal=perplexity_signal_name(signal.kind) if signal is not None else None,
+            value=signal.perplexity if signal is not None else None,
+            level=self.level_of(signal),
             fixed=self.fixed_tier is not None,
             reason=reason,
             seconds=time.perf_counter() - started,
         )
-        self._record(decision)
+        self.log.record(decision)
         return RoutedGeneration(answer, decision, signal, usage, raw)
 
     def fit_thresholds(
@@ -871,9 +720,10 @@ class GeneratorRouter:
         *,
         percentiles: Sequence[float] = (50.0,),
         source: str = "",
-    ) -> PerplexityThresholds:
+    ) -> PercentileThresholds:
         """Measure this router's signal on train ``(question, passages)`` pairs (e.g. from
-        :func:`train_contexts`) and fit thresholds; questions without a signal are skipped."""
+        :func:`retrieved_contexts`) and fit thresholds; questions without a signal are
+        skipped."""
         values: list[float] = []
         missing = 0
         for question, passages in contexts:
@@ -889,58 +739,6 @@ class GeneratorRouter:
                 f"no {self.signal_kind} perplexity could be measured on the train questions: "
                 "the backend returns no log-probs"
             )
-        return PerplexityThresholds.fit(
+        return fit_perplexity_thresholds(
             values, kind=self.signal_kind, percentiles=percentiles, source=source
         )
-
-    # --- accounting -----------------------------------------------------------------------
-
-    def _record(self, decision: GeneratorDecision) -> None:
-        self._local.last = decision
-        with self._lock:
-            self._log.append(decision)
-            if len(self._log) > self.max_log:
-                del self._log[: len(self._log) - self.max_log]
-
-    @property
-    def last_decision(self) -> GeneratorDecision | None:
-        """The calling thread's latest decision."""
-        return getattr(self._local, "last", None)
-
-    @property
-    def decisions(self) -> tuple[GeneratorDecision, ...]:
-        """Every logged decision, oldest first."""
-        with self._lock:
-            return tuple(self._log)
-
-    def tier_counts(self) -> dict[str, int]:
-        """How many logged answers each tier produced (every tier listed, lightest first)."""
-        counts = Counter(d.tier_name for d in self.decisions)
-        return {tier.name: counts.get(tier.name, 0) for tier in self.tiers}
-
-
-__all__ = [
-    "EMBEDDED_BOS_TEXT",
-    "REASONING_ANSWER_SYSTEM",
-    "GeneratorDecision",
-    "GeneratorRouter",
-    "GeneratorTier",
-    "LogprobsUnavailableError",
-    "PerplexitySignal",
-    "PerplexityThresholds",
-    "PromptLogprobScorer",
-    "RoutedGeneration",
-    "answer_perplexity",
-    "chat_logprobs",
-    "context_perplexity",
-    "default_generator_tiers",
-    "light_tier",
-    "parse_reasoned_answer",
-    "parse_short_answer",
-    "perplexity_of",
-    "prompt_perplexity",
-    "reasoning_messages",
-    "reasoning_tier",
-    "render_context",
-    "train_contexts",
-]

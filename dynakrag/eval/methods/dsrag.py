@@ -22,26 +22,23 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from dynakrag.configuration import Configuration
-from dynakrag.llm.client import LLMClient
-from dynakrag.retrieval.base import Searcher
-
-from .methods import (
-    METHODS,
+from dynakrag.eval.methods.base import (
     Evidence,
     Method,
     MethodResult,
-    _Tally,
+    Tally,
     final_answer,
     merge_evidence,
     retrieve,
 )
+from dynakrag.llm.client import LLMClient
+from dynakrag.retrieval.base import Searcher
 
 if TYPE_CHECKING:
     from dynakrag.dsrag.epqd import Decomposition
     from dynakrag.dsrag.selector import TextEncoder
 
 __all__ = [
-    "DSRAG_METHODS",
     "DsragMethod",
     "EPQDRerankOriginalQMethod",
     "EPQDRerankSubQMethod",
@@ -81,7 +78,7 @@ class _EPQDMethod(Method):
     """Shared by the methods that start from EPQD sub-questions."""
 
     def decompose(
-        self, question: str, llm: LLMClient, cfg: Configuration, tally: _Tally
+        self, question: str, llm: LLMClient, cfg: Configuration, tally: Tally
     ) -> Decomposition:
         from dynakrag.dsrag.pipeline import decompose_question
 
@@ -91,7 +88,7 @@ class _EPQDMethod(Method):
 
     @staticmethod
     def per_sub_question(
-        searcher: Searcher, sub_questions: Sequence[str], tally: _Tally
+        searcher: Searcher, sub_questions: Sequence[str], tally: Tally
     ) -> list[list[Evidence]]:
         lists = []
         for sub_question in sub_questions:
@@ -113,7 +110,7 @@ class DsragMethod(_EPQDMethod):
     ) -> MethodResult:
         from dynakrag.dsrag.pipeline import select_context
 
-        tally = _Tally()
+        tally = Tally()
         decomposition = self.decompose(question, llm, cfg, tally)
         candidates = merge_evidence(
             *self.per_sub_question(searcher, decomposition.sub_questions, tally)
@@ -156,7 +153,7 @@ class NonQDRerankMethod(Method):
     def run(
         self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
     ) -> MethodResult:
-        tally = _Tally()
+        tally = Tally()
         pool = retrieve(searcher, question, ORIGINAL_QUESTION_K, ORIGINAL_QUESTION_K)
         tally.add(retrievals=1)
         evidence = minilm_rerank(question, pool, RERANK_TOP_K)
@@ -181,7 +178,7 @@ class EPQDRerankSubQMethod(_EPQDMethod):
     def run(
         self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
     ) -> MethodResult:
-        tally = _Tally()
+        tally = Tally()
         decomposition = self.decompose(question, llm, cfg, tally)
         lists = self.per_sub_question(searcher, decomposition.sub_questions, tally)
         best = [
@@ -211,7 +208,7 @@ class EPQDRerankOriginalQMethod(_EPQDMethod):
     def run(
         self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
     ) -> MethodResult:
-        tally = _Tally()
+        tally = Tally()
         decomposition = self.decompose(question, llm, cfg, tally)
         pool = merge_evidence(*self.per_sub_question(searcher, decomposition.sub_questions, tally))
         evidence = minilm_rerank(question, pool, RERANK_TOP_K)
@@ -228,11 +225,3 @@ class EPQDRerankOriginalQMethod(_EPQDMethod):
 
     def options(self) -> dict[str, Any]:
         return {**super().options(), "top": RERANK_TOP_K, "reranker": RERANKER}
-
-
-DSRAG_METHODS: dict[str, type[Method]] = {
-    cls.name: cls
-    for cls in (DsragMethod, NonQDRerankMethod, EPQDRerankSubQMethod, EPQDRerankOriginalQMethod)
-}
-# Registered here rather than in ``methods``, so either import order fills METHODS.
-METHODS.update(DSRAG_METHODS)
