@@ -177,7 +177,9 @@ REFERENCE = re.compile(r"#(\d+)")
 
 def decompose(question: str, llm: LLMClient) -> tuple[list[str], Usage]:
     """Sub-questions of ``question``; falls back to the question itself on an unusable reply."""
-    reply, usage = llm.json(prompts.decompose_messages(question))
+    reply, usage = llm.json(
+        prompts.decompose_messages(question), max_tokens=prompts.DECOMPOSE_MAX_TOKENS
+    )
     parts = reply.get("sub_questions") if reply else None
     if not isinstance(parts, list):
         return [question], usage

@@ -16,7 +16,10 @@ def rewrite_query(state: State, resources: Resources, cfg: Configuration) -> dic
     question = state["question"]
     current = state.get("query") or question
     evidence = evidence_window(state, cfg)
-    reply, usage = resources.llm.text(prompts.rewrite_messages(question, current, evidence))
+    reply, usage = resources.llm.text(
+        prompts.rewrite_messages(question, current, evidence),
+        max_tokens=prompts.REWRITE_MAX_TOKENS,
+    )
     new_query = _first_line(reply) if reply else ""
     fallback = not new_query or new_query.lower() == current.lower()
     if fallback:

@@ -29,7 +29,8 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[
             if sub.get("answer")
         ]
         reply, usage = resources.llm.text(
-            prompts.answer_messages(state["question"], evidence, facts)
+            prompts.answer_messages(state["question"], evidence, facts),
+            max_tokens=prompts.ANSWER_MAX_TOKENS,
         )
         usage_kwargs["usage"] = usage
         answer = parse_final_answer(reply)

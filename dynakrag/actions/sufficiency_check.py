@@ -60,7 +60,8 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
         texts, usage = decompose(question, resources.llm)
     evidence = evidence_window(state, cfg)
     reply, answer_usage = resources.llm.json(
-        prompts.sufficiency_messages(question, texts, evidence)
+        prompts.sufficiency_messages(question, texts, evidence),
+        max_tokens=prompts.sufficiency_max_tokens(len(texts)),
     )
     usage += answer_usage
     raw = reply.get("answers") if reply else None

@@ -112,15 +112,22 @@ class LLMClient:
         """JSON mode is an OpenAI-compatible server feature; other models get plain prompts."""
         return self._json_mode if self._json_mode is not None else speaks_openai(self.model)
 
-    def text(self, messages: Messages) -> tuple[str | None, Usage]:
-        """The reply text, or None when every attempt failed or the reply was empty."""
-        return self._call(messages, json_reply=False)
+    def text(
+        self, messages: Messages, *, max_tokens: int | None = None
+    ) -> tuple[str | None, Usage]:
+        """The reply text, or None when every attempt failed or the reply was empty.
 
-    def json(self, messages: Messages) -> tuple[dict[str, Any] | None, Usage]:
+        ``max_tokens``: this call's completion budget (capped by the model's own setting).
+        """
+        return self._call(messages, json_reply=False, max_tokens=max_tokens)
+
+    def json(
+        self, messages: Messages, *, max_tokens: int | None = None
+    ) -> tuple[dict[str, Any] | None, Usage]:
         """The reply as a JSON object, or None when no reply gave one."""
         usage = NO_USAGE
         for _ in range(1 + self.json_retries):
-            text, attempt_usage = self._call(messages, json_reply=True)
+            text, attempt_usage = self._call(messages, json_reply=True, max_tokens=max_tokens)
             usage += attempt_usage
             if text is None:
                 return None, usage
@@ -144,10 +151,13 @@ class LLMClient:
         runnable = self.model.bind(**options) if options else self.model
         return self._invoke(runnable, messages)
 
-    def _call(self, messages: Messages, *, json_reply: bool) -> tuple[str | None, Usage]:
-        runnable: Any = self.model
+    def _call(
+        self, messages: Messages, *, json_reply: bool, max_tokens: int | None = None
+    ) -> tuple[str | None, Usage]:
+        options = request_options(self.model, max_tokens=max_tokens)
         if json_reply and self.json_mode:
-            runnable = self.model.bind(response_format={"type": "json_object"})
+            options["response_format"] = {"type": "json_object"}
+        runnable: Any = self.model.bind(**options) if options else self.model
         reply, usage = self._invoke(runnable, messages)
         return (message_text(reply).strip() if reply is not None else None), usage
 
@@ -213,7 +223,10 @@ def request_options(
     options: dict[str, Any] = {}
     if max_tokens is not None:
         extra_body = getattr(model, "extra_body", None) or {}
-        options["extra_body"] = {**extra_body, "max_tokens": max_tokens}
+        # A call's budget never exceeds the model's configured one (llm_max_tokens).
+        ceiling = extra_body.get("max_tokens")
+        budget = min(max_tokens, ceiling) if isinstance(ceiling, int) else max_tokens
+        options["extra_body"] = {**extra_body, "max_tokens": budget}
     if logprobs:
         options.update(logprobs=True, top_logprobs=1)
     return options

@@ -134,7 +134,7 @@ def clean_answer(reply: str | None) -> str:
 
 def is_answer_prompt(messages: Messages) -> bool:
     """Whether ``messages`` is the final-answer prompt (:func:`prompts.answer_messages`)."""
-    return bool(messages) and messages[0] == ("system", prompts.ANSWER_SYSTEM)
+    return prompts.task_of(messages) == prompts.ANSWER
 
 
 def final_answer(
@@ -152,6 +152,8 @@ def final_answer(
     actions.append("answer")
     if not evidence:
         return prompts.INSUFFICIENT_EVIDENCE  # as stop_answer: no passages, no model call
-    reply, usage = llm.text(prompts.answer_messages(question, evidence, facts))
+    reply, usage = llm.text(
+        prompts.answer_messages(question, evidence, facts), max_tokens=prompts.ANSWER_MAX_TOKENS
+    )
     tally.add(usage)
     return clean_answer(reply)

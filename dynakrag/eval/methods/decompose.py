@@ -206,7 +206,8 @@ class DecomposeMethod(Method):
         # Documented fallback: with no retrieval budget left, answer from the evidence so far.
         reading = (passages or job.context)[: cfg.max_final_docs]
         reply, usage = run.llm.json(
-            prompts.sufficiency_messages(run.question, [job.sub_question], reading)
+            prompts.sufficiency_messages(run.question, [job.sub_question], reading),
+            max_tokens=prompts.sufficiency_max_tokens(1),
         )
         run.tally.add(usage, retrievals)
         actions += ["answer_sub", "validate"]

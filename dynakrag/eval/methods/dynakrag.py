@@ -11,7 +11,7 @@ off; needs a learned policy).
 
 ``no_answer``: the graph has no switch for skipping the answer, so the method runs it with
 :class:`AnswerlessLLM`, an LLMClient that declines the final-answer prompt (system prompt
-:data:`dynakrag.prompts.ANSWER_SYSTEM`) without calling the model or counting a call;
+:data:`dynakrag.prompts.ANSWER` task) without calling the model or counting a call;
 ``stop_answer`` then takes its documented fallback, which the method discards (the prediction
 is ``""``).
 """
@@ -49,15 +49,19 @@ class AnswerlessLLM(LLMClient):
     def json_mode(self) -> bool:
         return self.inner.json_mode
 
-    def text(self, messages: Messages) -> tuple[str | None, Usage]:
+    def text(
+        self, messages: Messages, *, max_tokens: int | None = None
+    ) -> tuple[str | None, Usage]:
         if is_answer_prompt(messages):
             with self._declined_lock:
                 self.declined += 1
             return None, NO_USAGE
-        return self.inner.text(messages)
+        return self.inner.text(messages, max_tokens=max_tokens)
 
-    def json(self, messages: Messages) -> tuple[dict[str, Any] | None, Usage]:
-        return self.inner.json(messages)
+    def json(
+        self, messages: Messages, *, max_tokens: int | None = None
+    ) -> tuple[dict[str, Any] | None, Usage]:
+        return self.inner.json(messages, max_tokens=max_tokens)
 
 
 ORACLE = "oracle"
