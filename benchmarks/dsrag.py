@@ -70,7 +70,6 @@ from langchain_core.embeddings import Embeddings  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import BaseMessage  # noqa: E402
 from multihop import add_run_options, check_support_recall  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
 
 from dynakrag import prompts  # noqa: E402
 from dynakrag.configuration import Configuration  # noqa: E402
@@ -99,6 +98,7 @@ from dynakrag.llm.cache import SQLiteLLMCache  # noqa: E402
 from dynakrag.llm.client import NO_USAGE, Usage  # noqa: E402
 from dynakrag.llm.factory import llm_client_from_config, llm_description  # noqa: E402
 from dynakrag.llm.fake import ScriptedChatModel  # noqa: E402
+from dynakrag.progress import progress_bar  # noqa: E402
 
 PARTS = ("table7", "table8", "table9")
 DATASETS = ("dsrag-ranking", "dsrag-comparison")
@@ -389,7 +389,9 @@ def table7_part(
             questions = qd_questions(experiment, args.qd_limit)
             print(f"[dsrag] table 7: {experiment}, {len(questions)} questions", file=sys.stderr)
             per_method: dict[str, list[dict[str, Any]]] = {m: [] for m in QD_METHODS}
-            bar = tqdm(questions, desc=f"table 7 {experiment}", unit="q", disable=args.quiet)
+            bar = progress_bar(
+                questions, desc=f"table 7 {experiment}", unit="q", disable=args.quiet
+            )
             for example in bar:
                 original, _ = entities(example.question, extractor)
                 for method, decompose in decomposers.items():

@@ -42,6 +42,9 @@ BUILD_TIME_FIELDS: frozenset[str] = frozenset(
         "llm_timeout_s",
         "llm_max_retries",
         "embedding_batch_size",
+        "embedded_threads",
+        "embedded_batch_size",
+        "embedded_prompt_cache_mb",
         "cache_dir",
         "retriever",
     }
@@ -142,6 +145,21 @@ class Configuration(BaseModel):
         default=2, ge=0, le=10, description="Retries of a failed LLM request."
     )
     embedding_batch_size: int = Field(default=32, ge=1, description="Passages per embed batch.")
+    embedded_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="CPU threads of the embedded model server (unset: the CPUs available, at "
+        "most 2).",
+    )
+    embedded_batch_size: int = Field(
+        default=512, ge=8, description="Prompt tokens the embedded server evaluates per batch."
+    )
+    embedded_prompt_cache_mb: int = Field(
+        default=1024,
+        ge=0,
+        description="RAM for the embedded server's prompt cache (KV states of earlier prompts, "
+        "reused when a prompt starts like one of them); 0 turns it off.",
+    )
     cache_dir: Path = Field(
         default_factory=default_cache_dir,
         description="Cache for the assembled embedded model and the demo index.",

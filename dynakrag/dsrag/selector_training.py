@@ -245,7 +245,7 @@ def build_selection_examples(
     ``corpus`` defaults to :func:`~dynakrag.data.datasets.dsrag_corpus`; ``searcher`` to a
     BM25 index over it. Questions must carry ``meta["gt_doc"]`` and ``meta["gold_groups"]``.
     """
-    from tqdm import tqdm
+    from dynakrag.progress import progress_bar
 
     if corpus is None:
         from dynakrag.data.datasets import dsrag_corpus
@@ -258,7 +258,7 @@ def build_selection_examples(
         searcher = BM25Index.build(corpus)
     stats = BuildStats()
     out: list[SelectionExample] = []
-    for question in tqdm(
+    for question in progress_bar(
         questions, desc="building examples", unit="q", file=sys.stderr, disable=not progress
     ):
         stats.questions += 1
@@ -428,7 +428,7 @@ def fit_model(
     validation: Sequence[SelectionExample] = (),
 ) -> tuple[GraphSelectionModel, SelectorFitReport]:
     """Fit a :class:`GraphSelectionModel` with ``selector``'s hyper-parameters and encoder."""
-    from tqdm import tqdm
+    from dynakrag.progress import progress_bar
 
     if not train:
         raise UserInputError("no training examples for the selector")
@@ -446,7 +446,7 @@ def fit_model(
     started = time.perf_counter()
     encoder, step = selector.encoder, 256
     blocks = []
-    for start in tqdm(
+    for start in progress_bar(
         range(0, len(texts), step),
         desc="embedding texts",
         unit="block",
@@ -470,7 +470,7 @@ def fit_model(
             model.parameters(), lr=selector.learning_rate, weight_decay=selector.weight_decay
         )
         n_batches = math.ceil(len(train_items) / selector.batch_size)
-        with tqdm(
+        with progress_bar(
             total=selector.epochs * n_batches,
             desc="training GS selector",
             unit="batch",

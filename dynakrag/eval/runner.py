@@ -52,7 +52,6 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
-from tqdm import tqdm
 
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample, load_examples, open_corpus
@@ -62,6 +61,7 @@ from dynakrag.eval.methods import Method, MethodResult, get_method
 from dynakrag.files import write_json
 from dynakrag.llm.cache import SQLiteLLMCache
 from dynakrag.llm.factory import llm_client_from_config, llm_description
+from dynakrag.progress import progress_bar
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
 from dynakrag.routing.factory import RETRIEVERS, build_searcher, needs_embeddings
@@ -346,7 +346,7 @@ def evaluate(
         else:
             models["embeddings"] = None
         records: list[dict[str, Any]] = []
-        bar = tqdm(
+        bar = progress_bar(
             examples,
             desc=f"{runner.name} {dataset}/{split} {setting} {retriever}",
             unit="q",

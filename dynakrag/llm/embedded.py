@@ -149,9 +149,9 @@ def _write_sidecar(final: Path, sha256: str) -> None:
 
 
 def _hash_file(path: Path, progress: bool, desc: str) -> str:
-    from tqdm import tqdm
+    from dynakrag.progress import progress_bar
 
-    with tqdm(
+    with progress_bar(
         total=path.stat().st_size,
         unit="B",
         unit_scale=True,
@@ -177,12 +177,12 @@ def _concatenate(
     parts: Sequence[Path], target: IO[bytes], expected_size: int, progress: bool
 ) -> str:
     """Copy ``parts`` into ``target`` in order and return the SHA-256 of what was written."""
-    from tqdm import tqdm
+    from dynakrag.progress import progress_bar
 
     digest = hashlib.sha256()
     buffer = bytearray(_CHUNK)
     view = memoryview(buffer)
-    with tqdm(
+    with progress_bar(
         total=expected_size,
         unit="B",
         unit_scale=True,
@@ -322,8 +322,20 @@ def llama_server_command(
     host: str = "127.0.0.1",
     n_ctx: int = 4096,
     n_threads: int | None = None,
+    n_batch: int = 512,
+    prompt_cache_mb: int = 0,
 ) -> list[str]:
-    """The argv of ``python -m llama_cpp.server`` serving ``model`` as ``local`` on ``port``."""
+    """The argv of ``python -m llama_cpp.server`` serving ``model`` as ``local`` on ``port``.
+
+    ``prompt_cache_mb`` > 0 turns on llama.cpp's RAM prompt cache: the KV state of earlier
+    prompts is kept and reused by a prompt that starts like one of them, also when another
+    prompt came in between (several users of the shared server).
+    """
+    cache = (
+        ["--cache", "true", "--cache_type", "ram", "--cache_size", str(prompt_cache_mb << 20)]
+        if prompt_cache_mb > 0
+        else []
+    )
     return [
         sys.executable,
         "-c",
@@ -339,13 +351,22 @@ def llama_server_command(
         str(n_ctx),
         "--n_threads",
         str(n_threads or _default_threads()),
+        "--n_batch",
+        str(n_batch),
         "--model_alias",
         MODEL_ALIAS,
+        *cache,
     ]
 
 
 def llama_command_factory(
-    model: Path, *, host: str = "127.0.0.1", n_ctx: int = 4096, n_threads: int | None = None
+    model: Path,
+    *,
+    host: str = "127.0.0.1",
+    n_ctx: int = 4096,
+    n_threads: int | None = None,
+    n_batch: int = 512,
+    prompt_cache_mb: int = 0,
 ) -> Callable[[int], list[str]]:
     """``port -> argv`` of the llama.cpp server for ``model``; checks the runtime is installed."""
     missing = [name for name in _SERVER_MODULES if importlib.util.find_spec(name) is None]
@@ -356,7 +377,15 @@ def llama_command_factory(
         )
 
     def factory(port: int) -> list[str]:
-        return llama_server_command(model, port, host=host, n_ctx=n_ctx, n_threads=n_threads)
+        return llama_server_command(
+            model,
+            port,
+            host=host,
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            n_batch=n_batch,
+            prompt_cache_mb=prompt_cache_mb,
+        )
 
     return factory
 
@@ -397,6 +426,8 @@ class EmbeddedServer:
         port: int | None = None,
         n_ctx: int = 4096,
         n_threads: int | None = None,
+        n_batch: int = 512,
+        prompt_cache_mb: int = 0,
         startup_timeout: float = 120.0,
         command_factory: Callable[[int], Sequence[str]] | None = None,
         progress: bool = True,
@@ -410,6 +441,8 @@ class EmbeddedServer:
         self.host = host
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        self.n_batch = n_batch
+        self.prompt_cache_mb = prompt_cache_mb
         self.startup_timeout = startup_timeout
         self.progress = progress
         self._command_factory = command_factory
@@ -511,7 +544,12 @@ class EmbeddedServer:
     def _llama_command_factory(self) -> Callable[[int], list[str]]:
         self.model = self.model or assemble_model(self.cache_dir, progress=self.progress)
         return llama_command_factory(
-            self.model, host=self.host, n_ctx=self.n_ctx, n_threads=self.n_threads
+            self.model,
+            host=self.host,
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
+            n_batch=self.n_batch,
+            prompt_cache_mb=self.prompt_cache_mb,
         )
 
     def _launch(self, command_factory: Callable[[int], Sequence[str]], port: int) -> None:
@@ -638,6 +676,8 @@ class SharedServer:
         host: str = "127.0.0.1",
         n_ctx: int = 4096,
         n_threads: int | None = None,
+        n_batch: int = 512,
+        prompt_cache_mb: int = 0,
         idle_s: float | None = None,
         startup_timeout: float = 120.0,
         progress: bool = True,
@@ -650,7 +690,12 @@ class SharedServer:
         self.host = host
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _default_threads()
-        self.identity = identity or f"{MODEL_SHA256}:ctx={n_ctx}:threads={self.n_threads}"
+        self.n_batch = n_batch
+        self.prompt_cache_mb = prompt_cache_mb
+        self.identity = identity or (
+            f"{MODEL_SHA256}:ctx={n_ctx}:threads={self.n_threads}:batch={n_batch}"
+            f":cache={prompt_cache_mb}"
+        )
         if idle_s is None:
             idle_s = float(os.environ.get("DYNAKRAG_SERVER_IDLE_S") or DEFAULT_IDLE_S)
         self.idle_s = idle_s
@@ -789,7 +834,12 @@ class SharedServer:
         if self._command_factory is None:
             model = assemble_model(self.cache_dir, progress=self.progress)
             self._command_factory = llama_command_factory(
-                model, host=self.host, n_ctx=self.n_ctx, n_threads=self.n_threads
+                model,
+                host=self.host,
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                n_batch=self.n_batch,
+                prompt_cache_mb=self.prompt_cache_mb,
             )
         port = preferred if preferred and _port_is_free(self.host, preferred) else None
         port = port or find_free_port(self.host)
@@ -863,24 +913,34 @@ def _stop_singleton() -> None:
         _singleton.stop()
 
 
-def _new_server(cache_dir: Path | None) -> SharedServer | EmbeddedServer:
+def _new_server(cache_dir: Path | None, **settings: Any) -> SharedServer | EmbeddedServer:
     """The machine-wide shared server; a private one with ``DYNAKRAG_SHARED_SERVER=0``."""
     if os.environ.get("DYNAKRAG_SHARED_SERVER", "1").strip().lower() in {"0", "false", "no"}:
-        return EmbeddedServer(cache_dir)
-    return SharedServer(cache_dir)
+        return EmbeddedServer(cache_dir, **settings)
+    return SharedServer(cache_dir, **settings)
 
 
-def get_embedded_server(cache_dir: Path | None = None) -> SharedServer | EmbeddedServer:
+def get_embedded_server(
+    cache_dir: Path | None = None,
+    *,
+    n_threads: int | None = None,
+    n_batch: int = 512,
+    prompt_cache_mb: int = 0,
+) -> SharedServer | EmbeddedServer:
     """The process's handle on the embedded server, started or joined on first use.
 
     By default every dynakrag process on the machine shares one server (see
     :class:`SharedServer`); the lease ends at exit. The first caller's ``cache_dir`` wins. A
-    dead server is restarted once.
+    dead server is restarted once. ``n_threads``, ``n_batch`` and ``prompt_cache_mb`` are the
+    server's settings (see :func:`llama_server_command`); a running shared server is reused only
+    when it has the same ones.
     """
     global _singleton
     with _singleton_lock:
         if _singleton is None:
-            _singleton = _new_server(cache_dir)
+            _singleton = _new_server(
+                cache_dir, n_threads=n_threads, n_batch=n_batch, prompt_cache_mb=prompt_cache_mb
+            )
             atexit.register(_stop_singleton)
         server = _singleton
     return server.ensure_running()
@@ -911,8 +971,10 @@ def embedded_chat_model(
     max_tokens: int = 256,
     timeout: float = 120.0,
     max_retries: int = 2,
+    **server_settings: Any,
 ) -> ChatOpenAI:
-    """A ``ChatOpenAI`` talking to the embedded server (started if needed).
+    """A ``ChatOpenAI`` talking to the embedded server (started if needed; ``server_settings``
+    go to :func:`get_embedded_server`).
 
     A request that finds the server dead restarts it once; a second death raises
     :class:`ModelUnavailableError`.
@@ -921,7 +983,7 @@ def embedded_chat_model(
     """
     import httpx
 
-    server = get_embedded_server(cache_dir)
+    server = get_embedded_server(cache_dir, **server_settings)
     extra: dict[str, Any] = {"max_tokens": max_tokens}
     model = _EmbeddedChatOpenAI(
         base_url=server.base_url,

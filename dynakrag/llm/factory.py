@@ -69,6 +69,9 @@ def chat_model_from_config(cfg: Configuration) -> BaseChatModel:
         max_tokens=cfg.llm_max_tokens,
         timeout=cfg.llm_timeout_s,
         max_retries=0,
+        n_threads=cfg.embedded_threads,
+        n_batch=cfg.embedded_batch_size,
+        prompt_cache_mb=cfg.embedded_prompt_cache_mb,
     )
 
 

@@ -229,7 +229,7 @@ def fit_forest(
     """Fit a ``RandomForestRegressor`` and export it.
 
     With ``progress`` the trees are grown in chunks (``warm_start``, which gives the same
-    trees as one fit) under a tqdm bar on stderr.
+    trees as one fit) under a progress bar on stderr.
     """
     from sklearn.ensemble import RandomForestRegressor
 
@@ -249,10 +249,10 @@ def fit_forest(
     if not progress:
         forest.fit(X, y)
     else:
-        from tqdm import tqdm
+        from dynakrag.progress import progress_bar
 
         chunk = max(1, n_estimators // 10)
-        with tqdm(total=n_estimators, desc=desc, unit="tree", file=sys.stderr) as bar:
+        with progress_bar(total=n_estimators, desc=desc, unit="tree", file=sys.stderr) as bar:
             grown = 0
             while grown < n_estimators:
                 grown = min(n_estimators, grown + chunk)

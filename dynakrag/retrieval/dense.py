@@ -10,10 +10,10 @@ from typing import Any
 import faiss
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from tqdm import tqdm
 
 from dynakrag.errors import CorpusError, UserInputError
 from dynakrag.files import read_json, sha256_file, write_bytes_atomic, write_json
+from dynakrag.progress import progress_bar
 from dynakrag.retrieval.passage import Passage, passages_jsonl, read_passages_jsonl
 from dynakrag.retrieval.provenance import ProvenanceMixin
 
@@ -73,7 +73,7 @@ class DenseIndex(ProvenanceMixin):
         batch_size: int = 32,
         progress: bool = True,
     ) -> DenseIndex:
-        """Embed ``passages`` in batches (tqdm bar on stderr unless ``progress=False``)."""
+        """Embed ``passages`` in batches (progress bar on stderr unless ``progress=False``)."""
         if not passages:
             raise CorpusError("cannot build a dense index from an empty list of passages")
         if batch_size < 1:
@@ -85,7 +85,7 @@ class DenseIndex(ProvenanceMixin):
             seen.add(passage.id)
 
         index: faiss.Index | None = None
-        with tqdm(
+        with progress_bar(
             total=len(passages),
             desc="embedding passages",
             unit="passage",

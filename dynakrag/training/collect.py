@@ -239,10 +239,12 @@ def collect(
 
 
 def _progress(examples: Iterable[QAExample]) -> Iterator[QAExample]:
-    from tqdm import tqdm
+    from dynakrag.progress import progress_bar
 
     total = len(examples) if isinstance(examples, Sequence) else None
-    yield from tqdm(examples, total=total, desc="collecting", unit="question", file=sys.stderr)
+    yield from progress_bar(
+        examples, total=total, desc="collecting", unit="question", file=sys.stderr
+    )
 
 
 def _explore(

@@ -156,6 +156,37 @@ def test_llama_server_command_has_the_documented_flags(tmp_path: Path) -> None:
         assert flag in joined
     threads = int(argv[argv.index("--n_threads") + 1])
     assert 1 <= threads <= 2
+    assert "--cache" not in argv  # the prompt cache is off unless asked for
+
+
+def test_the_prompt_cache_and_batch_size_reach_the_server_command(tmp_path: Path) -> None:
+    argv = llama_server_command(
+        tmp_path / "m.gguf", 4321, n_threads=3, n_batch=256, prompt_cache_mb=64
+    )
+    joined = " ".join(argv)
+    assert "--n_threads 3" in joined and "--n_batch 256" in joined
+    assert f"--cache true --cache_type ram --cache_size {64 << 20}" in joined
+
+
+def test_configured_server_settings_reach_the_embedded_server(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from dynakrag.configuration import Configuration
+    from dynakrag.llm import factory
+
+    seen: dict[str, object] = {}
+
+    def fake_chat_model(cache_dir: Path, **kwargs: object) -> str:
+        seen.update(kwargs)
+        return "model"
+
+    monkeypatch.setattr(embedded, "embedded_chat_model", fake_chat_model)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cfg = Configuration(
+        cache_dir=tmp_path, embedded_threads=1, embedded_batch_size=128, embedded_prompt_cache_mb=0
+    )
+    assert factory.chat_model_from_config(cfg) == "model"
+    assert (seen["n_threads"], seen["n_batch"], seen["prompt_cache_mb"]) == (1, 128, 0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -334,7 +365,7 @@ def test_singleton_and_chat_model(
 ) -> None:
     factory = fake_factory()
 
-    def make_server(cache_dir: Path | None = None) -> EmbeddedServer:
+    def make_server(cache_dir: Path | None = None, **_: object) -> EmbeddedServer:
         return EmbeddedServer(cache_dir, command_factory=factory, startup_timeout=20)
 
     monkeypatch.setattr(embedded, "_singleton", None)
@@ -400,7 +431,7 @@ def test_chat_model_restarts_a_dead_server_once_then_fails_clearly(
 ) -> None:
     factory = fake_factory(CHAT_SERVER)
 
-    def make_server(cache_dir: Path | None = None) -> EmbeddedServer:
+    def make_server(cache_dir: Path | None = None, **_: object) -> EmbeddedServer:
         return EmbeddedServer(cache_dir, command_factory=factory, startup_timeout=20)
 
     monkeypatch.setattr(embedded, "_singleton", None)

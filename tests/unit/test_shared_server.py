@@ -184,7 +184,7 @@ ASK_PROCESS = textwrap.dedent(
 
     cache, script, launches, requests = sys.argv[1:5]
     factory = lambda port: [sys.executable, script, str(port), launches, requests]
-    embedded._new_server = lambda cache_dir: embedded.SharedServer(
+    embedded._new_server = lambda cache_dir, **_: embedded.SharedServer(
         cache, identity="fake", command_factory=factory, idle_s=1.0
     )
     sys.exit(main(["ask", "Who founded the company that makes the Astrora Headset?",
