@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+import math
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from dynakrag.configuration import Configuration
 
@@ -18,48 +20,37 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _number_type(
+    cast: Callable[[str], float], accepts: Callable[[float], bool], expected: str, name: str
+) -> Callable[[str], Any]:
+    """An argparse type: ``cast(text)`` when it parses and ``accepts`` it, else a one-line error
+    saying what was ``expected``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError:
+            value = None
+        if value is None or not accepts(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    parse.__name__ = parse.__qualname__ = name  # argparse names the type in its messages
+    return parse
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """argparse type: a number in [0, 1] (a probability)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
-    return value
-
-
-def holdout_fraction(text: str) -> float:
-    """argparse type: a number in [0, 1) (a held-out share: something must be left to fit)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
-    return value
+positive_int = _number_type(int, lambda v: v >= 1, "a positive integer", "positive_int")
+"""argparse type: an integer >= 1."""
+positive_float = _number_type(
+    float, lambda v: 0 < v < math.inf, "a positive number", "positive_float"
+)
+"""argparse type: a finite number > 0."""
+fraction = _number_type(float, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]", "fraction")
+"""argparse type: a number in [0, 1] (a probability)."""
+holdout_fraction = _number_type(
+    float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)", "holdout_fraction"
+)
+"""argparse type: a number in [0, 1) (a held-out share: something must be left to fit)."""
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
