@@ -45,12 +45,6 @@ def passages_in(text: str) -> str:
     return " ".join(re.findall(r"<passage[^>]*>(.*?)</passage>", text, flags=re.DOTALL))
 
 
-def prompt_kind(messages: Sequence[object]) -> str:
-    """A graph prompt's task (``prompts.DECOMPOSE``, ...), else its system text."""
-    first = messages[0]
-    return prompts.task_of(messages) or str(getattr(first, "content", first))
-
-
 def demo_responder(answers: Mapping[str, str], hops: Mapping[str, Sequence[str]] | None = None):
     """A reader that knows each question's answer but says it only when the evidence states it.
 
@@ -58,23 +52,23 @@ def demo_responder(answers: Mapping[str, str], hops: Mapping[str, Sequence[str]]
     """
 
     def respond(messages: list[BaseMessage]) -> str:
-        system = prompt_kind(messages)
+        system = str(messages[0].content)
         last = str(messages[-1].content)
         question = _main_question(last)
         answer = answers.get(question, "")
         found = bool(answer) and answer.lower() in passages_in(last).lower()
-        if system == prompts.DECOMPOSE:
+        if system == prompts.DECOMPOSE_SYSTEM:
             parts = list((hops or {}).get(question, [question]))
             return json.dumps({"sub_questions": parts})
-        if system == prompts.SUFFICIENCY:
+        if system == prompts.SUFFICIENCY_SYSTEM:
             count = len(re.findall(r"^\d+\. ", last, flags=re.MULTILINE))
             reply = [prompts.UNKNOWN] * count
             if found and count:
                 reply = ["known"] * (count - 1) + [answer]
             return json.dumps({"answers": reply})
-        if system == prompts.REWRITE:
+        if system == prompts.REWRITE_SYSTEM:
             return f"{question} details"
-        if system == prompts.ANSWER:
+        if system == prompts.ANSWER_SYSTEM:
             return answer if found else prompts.INSUFFICIENT_EVIDENCE
         raise AssertionError(f"unexpected prompt: {system[:60]}")
 

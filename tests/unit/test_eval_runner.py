@@ -32,7 +32,7 @@ from dynakrag.eval.runner import SUMMARY_KEYS, evaluate
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
-from tests.fakes import KeywordSearcher, demo_responder, passages_in, prompt_kind
+from tests.fakes import KeywordSearcher, demo_responder, passages_in
 from tests.markers import have_data, needs_data
 
 QUESTION_KEYS = {
@@ -80,7 +80,7 @@ class Recorder:
         self._lock = threading.Lock()
 
     def __call__(self, messages: list[BaseMessage]) -> str:
-        system = prompt_kind(messages)
+        system = str(messages[0].content)
         with self._lock:
             self.systems.append(system)
         if system == prompts.IRCOT_SYSTEM:
@@ -180,7 +180,7 @@ def test_every_method_runs_and_reports_everything(
 def test_no_answer_makes_no_answer_call(hotpot, cfg: Configuration, method: str) -> None:
     model, recorder = fake_model(hotpot)
     result = run(hotpot, cfg, method, chat_model=model, no_answer=True)
-    assert recorder.count(prompts.ANSWER) == 0
+    assert recorder.count(prompts.ANSWER_SYSTEM) == 0
     assert all(q["prediction"] == "" for q in result["questions"])
     assert all("answer" not in q["actions"] for q in result["questions"])
     assert result["summary"]["em"] is None and result["summary"]["anls"] is None
@@ -188,7 +188,7 @@ def test_no_answer_makes_no_answer_call(hotpot, cfg: Configuration, method: str)
     # With answers, the same run does ask the answer prompt once per question.
     model, recorder = fake_model(hotpot)
     run(hotpot, cfg.model_copy(update={"cache_dir": cfg.cache_dir / "b"}), method, chat_model=model)
-    assert recorder.count(prompts.ANSWER) == 2
+    assert recorder.count(prompts.ANSWER_SYSTEM) == 2
 
 
 @needs_data
@@ -309,7 +309,7 @@ def scripted(handler: Callable[[str, str], str]) -> tuple[LLMClient, list[str]]:
     def respond(messages: list[BaseMessage]) -> str:
         with lock:
             seen.append(str(messages[-1].content))
-        return handler(prompt_kind(messages), str(messages[-1].content))
+        return handler(str(messages[0].content), str(messages[-1].content))
 
     return LLMClient(ScriptedChatModel(respond=respond), max_retries=0), seen
 
@@ -321,12 +321,12 @@ def test_decompose_chains_answers_validates_and_runs_independent_parts_in_parall
                "Where was Tom Reyl born?": "Marsk"}  # fmt: skip
 
     def handler(system: str, last: str) -> str:
-        if system == prompts.DECOMPOSE:
+        if system == prompts.DECOMPOSE_SYSTEM:
             return json.dumps({"sub_questions": subs})
-        if system == prompts.SUFFICIENCY:
+        if system == prompts.SUFFICIENCY_SYSTEM:
             sub = re.search(r"^1\. (.*)$", last, flags=re.MULTILINE).group(1)
             return json.dumps({"answers": [replies.get(sub, "UNKNOWN")]})
-        assert system == prompts.ANSWER
+        assert system == prompts.ANSWER_SYSTEM
         assert "- Where was Ada Voss born? Lindholm" in last  # validated facts are given
         return "Lindholm"
 
@@ -348,9 +348,9 @@ def test_decompose_chains_answers_validates_and_runs_independent_parts_in_parall
 
 def test_decompose_retries_an_ungrounded_answer_within_budget() -> None:
     def handler(system: str, last: str) -> str:
-        if system == prompts.DECOMPOSE:
+        if system == prompts.DECOMPOSE_SYSTEM:
             return json.dumps({"sub_questions": ["Where was Ada Voss born?"]})
-        if system == prompts.SUFFICIENCY:
+        if system == prompts.SUFFICIENCY_SYSTEM:
             # Marsk is not stated together with Ada Voss: validation must reject it.
             return json.dumps({"answers": ["Lindholm" if "Lindholm" in last else "Marsk"]})
         return "Lindholm"

@@ -11,7 +11,7 @@ off; needs a learned policy).
 
 ``no_answer``: the graph has no switch for skipping the answer, so the method runs it with
 :class:`AnswerlessLLM`, an LLMClient that declines the final-answer prompt (system prompt
-:data:`dynakrag.prompts.ANSWER` task) without calling the model or counting a call;
+:data:`dynakrag.prompts.ANSWER_SYSTEM`) without calling the model or counting a call;
 ``stop_answer`` then takes its documented fallback, which the method discards (the prediction
 is ``""``).
 """
