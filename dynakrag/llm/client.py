@@ -218,11 +218,13 @@ def request_options(
     ``top_logprobs`` too (llama-cpp-python returns chat log-probs only then). Other models get
     ``{}``: they are called as they are configured.
     """
-    if not speaks_openai(model):
+    # A wrapper such as the disk cache passes bound options through to the model it wraps.
+    target = getattr(model, "inner", model)
+    if not speaks_openai(target):
         return {}
     options: dict[str, Any] = {}
     if max_tokens is not None:
-        extra_body = getattr(model, "extra_body", None) or {}
+        extra_body = getattr(target, "extra_body", None) or {}
         # A call's budget never exceeds the model's configured one (llm_max_tokens).
         ceiling = extra_body.get("max_tokens")
         budget = min(max_tokens, ceiling) if isinstance(ceiling, int) else max_tokens

@@ -164,3 +164,18 @@ def test_a_damaged_row_is_a_miss(tmp_path: Path, damaged: str) -> None:
         cache._conn.execute("UPDATE llm_cache SET value = ?", (damaged,))
     assert cache.lookup("p", "m") is None
     assert cache.misses == 1
+
+
+def test_a_call_budget_reaches_a_cached_openai_model(tmp_path) -> None:
+    """Per-call completion budgets pass through the disk cache to the OpenAI-compatible model."""
+    from langchain_openai import ChatOpenAI
+
+    from dynakrag.llm.cache import CachedChatModel, SQLiteLLMCache
+    from dynakrag.llm.client import request_options
+
+    inner = ChatOpenAI(
+        base_url="http://127.0.0.1:9/v1", api_key="x", model="m", extra_body={"max_tokens": 256}
+    )
+    cached = CachedChatModel(inner=inner, disk_cache=SQLiteLLMCache(tmp_path / "c.sqlite"))
+    assert request_options(cached, max_tokens=48) == {"extra_body": {"max_tokens": 48}}
+    assert request_options(cached, max_tokens=999) == {"extra_body": {"max_tokens": 256}}
