@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 import time
 import zlib
 from collections.abc import Mapping, Sequence
@@ -135,3 +136,52 @@ class HashedWords(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self._vector(text)
+
+
+# A stdlib stand-in for ``llama_cpp.server``, run as a script:
+#   python fake_model_server.py PORT DELAY_S [LAUNCHES_FILE REQUESTS_FILE]
+# It answers ``GET /v1/models`` and every chat completion with "alive"; with the two files it
+# appends its pid to LAUNCHES on start and one line per chat request to REQUESTS.
+FAKE_MODEL_SERVER = textwrap.dedent(
+    """
+    import http.server, json, os, sys, time
+    port, delay = int(sys.argv[1]), float(sys.argv[2])
+    launches, requests = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else (None, None)
+    time.sleep(delay)
+    if launches:
+        with open(launches, "a") as f:
+            f.write(f"{os.getpid()}\\n")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _send(self, body):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path != "/v1/models":
+                self.send_error(404)
+                return
+            self._send(b'{"object": "list", "data": [{"id": "local", "object": "model"}]}')
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if requests:
+                with open(requests, "a") as f:
+                    f.write("chat\\n")
+            self._send(json.dumps({
+                "id": "x", "object": "chat.completion", "created": 0, "model": "local",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "alive"}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+            }).encode())
+
+        def log_message(self, *args):
+            pass
+
+    print("fake server starting on", port, file=sys.stderr, flush=True)
+    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    """
+)

@@ -25,6 +25,7 @@ from dynakrag.llm.embedded import (
     llama_server_command,
     model_path,
 )
+from tests.fakes import FAKE_MODEL_SERVER
 
 # --------------------------------------------------------------------------------------------
 # Assembly
@@ -193,31 +194,7 @@ def test_configured_server_settings_reach_the_embedded_server(
 # Server lifecycle, with a stdlib stand-in for llama_cpp.server
 # --------------------------------------------------------------------------------------------
 
-FAKE_SERVER = textwrap.dedent(
-    """
-    import http.server, sys, time
-    port, delay = int(sys.argv[1]), float(sys.argv[2])
-    time.sleep(delay)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            if self.path != "/v1/models":
-                self.send_error(404)
-                return
-            body = b'{"object": "list", "data": [{"id": "local", "object": "model"}]}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    print("fake server starting on", port, file=sys.stderr, flush=True)
-    http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
-    """
-)
+FAKE_SERVER = FAKE_MODEL_SERVER  # also answers chat completions with "alive"
 
 CRASHING_SERVER = textwrap.dedent(
     """
@@ -405,31 +382,10 @@ def test_watchdog_stops_server_when_owner_dies(tmp_path: Path) -> None:
             child.kill()
 
 
-CHAT_SERVER = FAKE_SERVER.replace(
-    "    def log_message(self, *args):",
-    """    def do_POST(self):
-        length = int(self.headers.get("Content-Length", 0))
-        self.rfile.read(length)
-        body = (
-            b'{"id": "x", "object": "chat.completion", "created": 0, "model": "local", '
-            b'"choices": [{"index": 0, "finish_reason": "stop", '
-            b'"message": {"role": "assistant", "content": "alive"}}]}'
-        )
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):""",
-)
-assert "do_POST" in CHAT_SERVER
-
-
 def test_chat_model_restarts_a_dead_server_once_then_fails_clearly(
     tmp_path: Path, fake_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    factory = fake_factory(CHAT_SERVER)
+    factory = fake_factory()
 
     def make_server(cache_dir: Path | None = None, **_: object) -> EmbeddedServer:
         return EmbeddedServer(cache_dir, command_factory=factory, startup_timeout=20)

@@ -16,55 +16,15 @@ from pathlib import Path
 import pytest
 
 from dynakrag.llm.embedded import SharedServer
-
-# Answers the health check and chat completions; appends its pid to LAUNCHES on start and one
-# line per chat request to REQUESTS, so a test can count servers and who talked to them.
-FAKE_CHAT_SERVER = textwrap.dedent(
-    """
-    import http.server, json, os, sys
-    port, launches, requests = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    with open(launches, "a") as f:
-        f.write(f"{os.getpid()}\\n")
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = b'{"object": "list", "data": [{"id": "local", "object": "model"}]}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            with open(requests, "a") as f:
-                f.write(self.headers.get("X-Caller", "-") + "\\n")
-            body = json.dumps({
-                "id": "x", "object": "chat.completion", "created": 0, "model": "local",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": "UNKNOWN"}}],
-                "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
-            }).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
-    """
-)
+from tests.fakes import FAKE_MODEL_SERVER
 
 
 @pytest.fixture
 def fake_command(tmp_path: Path) -> Callable[[int], list[str]]:
     script = tmp_path / "fake_chat_server.py"
-    script.write_text(FAKE_CHAT_SERVER, encoding="utf-8")
+    script.write_text(FAKE_MODEL_SERVER, encoding="utf-8")
     launches, requests = tmp_path / "launches.txt", tmp_path / "requests.txt"
-    return lambda port: [sys.executable, str(script), str(port), str(launches), str(requests)]
+    return lambda port: [sys.executable, str(script), str(port), "0", str(launches), str(requests)]
 
 
 @pytest.fixture
@@ -183,7 +143,7 @@ ASK_PROCESS = textwrap.dedent(
     from dynakrag.llm import embedded
 
     cache, script, launches, requests = sys.argv[1:5]
-    factory = lambda port: [sys.executable, script, str(port), launches, requests]
+    factory = lambda port: [sys.executable, script, str(port), "0", launches, requests]
     embedded._new_server = lambda cache_dir, **_: embedded.SharedServer(
         cache, identity="fake", command_factory=factory, idle_s=1.0
     )
@@ -197,7 +157,7 @@ ASK_PROCESS = textwrap.dedent(
 def test_two_ask_processes_started_together_use_one_server(tmp_path: Path) -> None:
     """Two ``dynakrag ask`` runs at once: one server is launched and both talk to it."""
     script = tmp_path / "fake_chat_server.py"
-    script.write_text(FAKE_CHAT_SERVER, encoding="utf-8")
+    script.write_text(FAKE_MODEL_SERVER, encoding="utf-8")
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(
         "\n".join(
