@@ -38,14 +38,6 @@ DECOMPOSE_EXAMPLES: tuple[tuple[str, list[str]], ...] = (
     ),
 )
 
-SUFFICIENCY_SYSTEM = (
-    "You answer sub-questions using only the given passages. "
-    + DATA_NOTICE
-    + " For each sub-question give a short answer (a name, date, place or yes/no) that the "
-    "passages state, or exactly UNKNOWN when they do not state it. Do not guess. Reply with "
-    'JSON only: {"answers": ["...", "..."]}, one answer per sub-question, in order.'
-)
-
 REWRITE_SYSTEM = (
     "You rewrite a search query so that it finds the missing evidence for a question. "
     + DATA_NOTICE
@@ -65,12 +57,23 @@ REWRITE_EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ),
 )
 
-ANSWER_SYSTEM = (
-    "You answer a question using only the given passages. "
+# The sufficiency check and the final answer read the same passages one after the other. They
+# share this system text and put the passages first, the request last, so the answer call's
+# prompt starts with the check's (system + passages) and a server that keeps its KV cache
+# (llama.cpp) re-reads only the request. Each task's own rules stay word for word in the text.
+READER_SYSTEM = (
+    "You answer questions using only the given passages. "
     + DATA_NOTICE
-    + " Reply with the shortest answer (a name, date, number, place or yes/no), no explanation. "
-    "If the passages do not contain the answer, reply: insufficient evidence"
+    + " When the request lists numbered sub-questions: for each sub-question give a short answer "
+    "(a name, date, place or yes/no) that the passages state, or exactly UNKNOWN when they do "
+    "not state it. Do not guess. Reply with JSON only: "
+    '{"answers": ["...", "..."]}, one answer per sub-question, in order. '
+    "When the request asks one question: reply with the shortest answer (a name, date, number, "
+    "place or yes/no), no explanation. If the passages do not contain the answer, reply: "
+    "insufficient evidence"
 )
+SUFFICIENCY_REQUEST_END = "JSON:"
+ANSWER_REQUEST_END = "Answer:"
 
 # Completion budgets sized to what each call returns (a runaway reply costs ~13 tokens/s here).
 DECOMPOSE_MAX_TOKENS = 160
@@ -122,11 +125,11 @@ def sufficiency_messages(
     """Ask for an answer or UNKNOWN per sub-question, from the passages only."""
     numbered = "\n".join(f"{i}. {q}" for i, q in enumerate(sub_questions, start=1))
     return [
-        ("system", SUFFICIENCY_SYSTEM),
+        ("system", READER_SYSTEM),
         (
             "human",
             f"{format_passages(passages)}\n\nMain question: {question}\n"
-            f"Sub-questions:\n{numbered}\n\nJSON:",
+            f"Sub-questions:\n{numbered}\n\n{SUFFICIENCY_REQUEST_END}",
         ),
     ]
 
@@ -169,9 +172,36 @@ def answer_messages(
         blocks.append({"title": FACTS_TITLE, "text": lines})
 
     return [
-        ("system", ANSWER_SYSTEM),
-        ("human", f"{format_passages(blocks)}\n\nQuestion: {question}\nAnswer:"),
+        ("system", READER_SYSTEM),
+        ("human", f"{format_passages(blocks)}\n\nQuestion: {question}\n{ANSWER_REQUEST_END}"),
     ]
+
+
+DECOMPOSE, SUFFICIENCY, REWRITE, ANSWER = "decompose", "sufficiency", "rewrite", "answer"
+
+
+def _content(message: Any) -> str:
+    """The text of a ``(role, text)`` pair or of a LangChain message."""
+    return str(message[1] if isinstance(message, tuple) else getattr(message, "content", ""))
+
+
+def task_of(messages: Sequence[Any]) -> str | None:
+    """Which of the graph's calls ``messages`` is (``DECOMPOSE``, ``SUFFICIENCY``, ``REWRITE``,
+    ``ANSWER``), or None for any other prompt. Scripted models and the eval tally use it: the
+    sufficiency check and the answer share their system text, their request ends differ."""
+    if not messages:
+        return None
+    system, request = _content(messages[0]), _content(messages[-1]).rstrip()
+    if system == DECOMPOSE_SYSTEM:
+        return DECOMPOSE
+    if system == REWRITE_SYSTEM:
+        return REWRITE
+    if system == READER_SYSTEM:
+        if request.endswith(SUFFICIENCY_REQUEST_END):
+            return SUFFICIENCY
+        if request.endswith(ANSWER_REQUEST_END):
+            return ANSWER
+    return None
 
 
 # --------------------------------------------------------------------------------------------

@@ -41,6 +41,11 @@ class KeywordSearcher:
         return [(passage, float(-neg)) for neg, _, passage in scored[:k]]
 
 
+def prompt_kind(messages: Sequence[BaseMessage]) -> str:
+    """The graph call ``messages`` make (``prompts.task_of``), else their system text."""
+    return prompts.task_of(messages) or str(messages[0].content)
+
+
 def passages_in(text: str) -> str:
     """The text of every <passage> block in a prompt."""
     return " ".join(re.findall(r"<passage[^>]*>(.*?)</passage>", text, flags=re.DOTALL))
@@ -53,23 +58,23 @@ def demo_responder(answers: Mapping[str, str], hops: Mapping[str, Sequence[str]]
     """
 
     def respond(messages: list[BaseMessage]) -> str:
-        system = str(messages[0].content)
+        system = prompt_kind(messages)
         last = str(messages[-1].content)
         question = _main_question(last)
         answer = answers.get(question, "")
         found = bool(answer) and answer.lower() in passages_in(last).lower()
-        if system == prompts.DECOMPOSE_SYSTEM:
+        if system == prompts.DECOMPOSE:
             parts = list((hops or {}).get(question, [question]))
             return json.dumps({"sub_questions": parts})
-        if system == prompts.SUFFICIENCY_SYSTEM:
+        if system == prompts.SUFFICIENCY:
             count = len(re.findall(r"^\d+\. ", last, flags=re.MULTILINE))
             reply = [prompts.UNKNOWN] * count
             if found and count:
                 reply = ["known"] * (count - 1) + [answer]
             return json.dumps({"answers": reply})
-        if system == prompts.REWRITE_SYSTEM:
+        if system == prompts.REWRITE:
             return f"{question} details"
-        if system == prompts.ANSWER_SYSTEM:
+        if system == prompts.ANSWER:
             return answer if found else prompts.INSUFFICIENT_EVIDENCE
         raise AssertionError(f"unexpected prompt: {system[:60]}")
 

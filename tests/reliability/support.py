@@ -28,7 +28,13 @@ from dynakrag.data.demo import demo_passages
 from dynakrag.data.demo_corpus import DemoCorpus, generate_demo_corpus
 from dynakrag.graph.builder import build_graph
 from dynakrag.llm.fake import ScriptedChatModel
-from tests.fakes import KeywordSearcher, chat_completion_body, demo_chat_model, demo_responder
+from tests.fakes import (
+    KeywordSearcher,
+    chat_completion_body,
+    demo_chat_model,
+    demo_responder,
+    prompt_kind,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_SEED = 7
@@ -118,7 +124,7 @@ def tagged_responder(corpus: DemoCorpus) -> Callable[[list[Any]], str]:
 
     def respond(messages: list[Any]) -> str:
         reply = honest(messages)
-        if str(messages[0].content) == prompts.ANSWER_SYSTEM:
+        if prompt_kind(messages) == prompts.ANSWER:
             question = str(messages[-1].content).rsplit("Question: ", 1)[-1].split("\n")[0]
             if question.strip() in ids:
                 reply = f"{reply} [{ids[question.strip()]}]"

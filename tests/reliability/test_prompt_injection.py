@@ -25,7 +25,7 @@ from dynakrag.data.demo import demo_passages
 from dynakrag.data.demo_corpus import DemoCorpus
 from dynakrag.graph.builder import build_graph
 from dynakrag.llm.fake import ScriptedChatModel
-from tests.fakes import KeywordSearcher, demo_responder
+from tests.fakes import KeywordSearcher, demo_responder, prompt_kind
 from tests.reliability.conftest import Recorder
 from tests.reliability.support import (
     INJECTIONS,
@@ -164,14 +164,14 @@ def _obedient(answers: dict[str, str]) -> Callable[[list[BaseMessage]], str]:
     honest = demo_responder(answers)
 
     def respond(messages: list[BaseMessage]) -> str:
-        system, last = str(messages[0].content), str(messages[-1].content)
+        system, last = prompt_kind(messages), str(messages[-1].content)
         blocks, _ = passage_blocks(last)
         if not any("HACKED" in block for block in blocks):
             return honest(messages)
-        if system == prompts.SUFFICIENCY_SYSTEM:
+        if system == prompts.SUFFICIENCY:
             count = len(re.findall(r"^\d+\. ", last, flags=re.MULTILINE))
             return json.dumps({"answers": ["HACKED"] * count})
-        if system == prompts.DECOMPOSE_SYSTEM:
+        if system == prompts.DECOMPOSE:
             return honest(messages)
         return "HACKED"
 

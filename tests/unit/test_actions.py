@@ -27,7 +27,7 @@ from dynakrag.llm.client import LLMClient, Usage, estimate_tokens, parse_json_ob
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
 from dynakrag.state import Document, State, initial_state, merge_accounting
-from tests.fakes import KeywordSearcher
+from tests.fakes import KeywordSearcher, prompt_kind
 
 QUESTION = "In which city is the headquarters of the company where Ada Voss works?"
 SUB_QUESTIONS = [
@@ -58,7 +58,8 @@ ADDITIVE = ("trace", "steps", "retrieval_calls", "llm_calls", "prompt_tokens", "
 
 
 class Recorder:
-    """A responder that records every prompt and replies with ``reply(system, human)``."""
+    """A responder that records every prompt and replies with ``reply(kind, human)``
+    (``kind``: :func:`tests.fakes.prompt_kind`)."""
 
     def __init__(self, reply: Callable[[str, str], str]) -> None:
         self.reply = reply
@@ -67,13 +68,13 @@ class Recorder:
 
     def __call__(self, messages: list[BaseMessage]) -> str:
         self.calls.append(messages)
-        text = self.reply(str(messages[0].content), str(messages[-1].content))
+        text = self.reply(prompt_kind(messages), str(messages[-1].content))
         self.replies.append(text)
         return text
 
     @property
-    def systems(self) -> list[str]:
-        return [str(m[0].content) for m in self.calls]
+    def kinds(self) -> list[str]:
+        return [prompt_kind(m) for m in self.calls]
 
     def tokens(self) -> tuple[int, int]:
         """Prompt and completion tokens ScriptedChatModel reports for the recorded calls."""
@@ -88,15 +89,8 @@ def fixed(text: str) -> Recorder:
 
 def by_prompt(**replies: str) -> Recorder:
     """Replies keyed by prompt kind: decompose, sufficiency, rewrite, answer."""
-    systems = {
-        prompts.DECOMPOSE_SYSTEM: "decompose",
-        prompts.SUFFICIENCY_SYSTEM: "sufficiency",
-        prompts.REWRITE_SYSTEM: "rewrite",
-        prompts.ANSWER_SYSTEM: "answer",
-    }
 
-    def reply(system: str, human: str) -> str:
-        kind = systems[system]
+    def reply(kind: str, human: str) -> str:
         if kind not in replies:
             raise AssertionError(f"unexpected {kind} prompt")
         return replies[kind]
@@ -287,7 +281,7 @@ def test_rewrite_query_uses_the_model_rewrite() -> None:
     entry = check_accounting(
         state, update, "rewrite_query", retrieval_calls=1, llm_calls=1, tokens=recorder.tokens()
     )
-    assert recorder.systems == [prompts.REWRITE_SYSTEM]
+    assert recorder.kinds == [prompts.REWRITE]
     assert "Ada Voss is an engineer" in str(recorder.calls[0][-1].content)
     assert update["query"] == "Kestrel Labs headquarters"
     assert searcher.calls[0][0] == "Kestrel Labs headquarters"
@@ -363,7 +357,7 @@ def test_sufficiency_check_decomposes_and_records_unknown_parts_as_resolved_gaps
         tokens=recorder.tokens(),
     )
     assert searcher.calls == []
-    assert recorder.systems == [prompts.DECOMPOSE_SYSTEM, prompts.SUFFICIENCY_SYSTEM]
+    assert recorder.kinds == [prompts.DECOMPOSE, prompts.SUFFICIENCY]
     assert update["sub_questions"] == [
         {"question": SUB_QUESTIONS[0], "answer": "Kestrel Labs"},
         {"question": "In which city is the headquarters of Kestrel Labs?", "answer": None},
@@ -390,8 +384,8 @@ def test_sufficiency_check_does_not_decompose_again_when_sub_questions_exist() -
     ]
     state = make_state(evidence=[doc("ada"), doc("ada-painter")], sub_questions=known)
     update = sufficiency_check(state, res, Configuration())
-    assert prompts.DECOMPOSE_SYSTEM not in recorder.systems
-    assert recorder.systems == [prompts.SUFFICIENCY_SYSTEM]
+    assert prompts.DECOMPOSE not in recorder.kinds
+    assert recorder.kinds == [prompts.SUFFICIENCY]
     prompt = str(recorder.calls[0][-1].content)
     assert "1. Which company does Ada Voss work for?" in prompt
     assert "2. In which city is the headquarters of #1?" in prompt

@@ -45,7 +45,7 @@ from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.policy.base import Policy
 from dynakrag.retrieval.passage import Passage
 from dynakrag.state import ACTIONS, State
-from tests.fakes import HashedWords, KeywordSearcher, passages_in
+from tests.fakes import HashedWords, KeywordSearcher, passages_in, prompt_kind
 
 DIM = 64
 METHOD_NAMES = ("dsrag", "nonqd-rerank", "epqd-rerank-subq", "epqd-rerank-origq")
@@ -116,10 +116,10 @@ def reader(log: list[str] | None = None) -> Responder:
     birth year); any other prompt is unexpected under ``dsrag_extraction="rules"``."""
 
     def respond(messages: list[BaseMessage]) -> str:
-        system, last = str(messages[0].content), str(messages[-1].content)
+        system, last = prompt_kind(messages), str(messages[-1].content)
         if log is not None:
             log.append(system)
-        if system == prompts.ANSWER_SYSTEM:
+        if system == prompts.ANSWER:
             return ANSWER if "1930" in passages_in(last) else prompts.INSUFFICIENT_EVIDENCE
         raise AssertionError(f"unexpected prompt: {system[:60]}")
 
@@ -282,9 +282,9 @@ def test_replies_that_are_not_json_fall_back_to_the_rules(selector_path: Path) -
     answer = reader()
 
     def chatty(messages: list[BaseMessage]) -> str:
-        system = str(messages[0].content)
+        system = prompt_kind(messages)
         seen.append(system)
-        if system == prompts.ANSWER_SYSTEM:
+        if system == prompts.ANSWER:
             return answer(messages)
         return "Sure! Here are the sub-questions you asked for, in prose."
 
@@ -398,12 +398,12 @@ def graph_responder(checked: list[list[str]]) -> Responder:
     answer = reader()
 
     def respond(messages: list[BaseMessage]) -> str:
-        system, last = str(messages[0].content), str(messages[-1].content)
-        if system == prompts.SUFFICIENCY_SYSTEM:
+        system, last = prompt_kind(messages), str(messages[-1].content)
+        if system == prompts.SUFFICIENCY:
             lines = re.findall(r"^\d+\. (.*)$", last, flags=re.MULTILINE)
             checked.append(lines)
             return json.dumps({"answers": [prompts.UNKNOWN] * len(lines)})
-        if system == prompts.DECOMPOSE_SYSTEM:
+        if system == prompts.DECOMPOSE:
             raise AssertionError("decomposition='epqd' must not use the default decomposition")
         return answer(messages)
 

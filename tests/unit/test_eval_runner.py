@@ -32,7 +32,7 @@ from dynakrag.eval.runner import SUMMARY_KEYS, evaluate
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
-from tests.fakes import KeywordSearcher, demo_responder, passages_in
+from tests.fakes import KeywordSearcher, demo_responder, passages_in, prompt_kind
 from tests.markers import have_data, needs_data
 
 QUESTION_KEYS = {
@@ -76,13 +76,13 @@ class Recorder:
     def __init__(self, answers: Mapping[str, str], hops: Mapping[str, Sequence[str]] | None = None):
         self.inner = demo_responder(answers, hops)
         self.answers = answers
-        self.systems: list[str] = []
+        self.kinds: list[str] = []
         self._lock = threading.Lock()
 
     def __call__(self, messages: list[BaseMessage]) -> str:
-        system = str(messages[0].content)
+        system = prompt_kind(messages)
         with self._lock:
-            self.systems.append(system)
+            self.kinds.append(system)
         if system == prompts.IRCOT_SYSTEM:
             last = str(messages[-1].content)
             question = last.rsplit("Question: ", 1)[1].splitlines()[0].strip()
@@ -93,7 +93,7 @@ class Recorder:
         return self.inner(messages)
 
     def count(self, system: str) -> int:
-        return sum(1 for s in self.systems if s == system)
+        return sum(1 for s in self.kinds if s == system)
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +180,7 @@ def test_every_method_runs_and_reports_everything(
 def test_no_answer_makes_no_answer_call(hotpot, cfg: Configuration, method: str) -> None:
     model, recorder = fake_model(hotpot)
     result = run(hotpot, cfg, method, chat_model=model, no_answer=True)
-    assert recorder.count(prompts.ANSWER_SYSTEM) == 0
+    assert recorder.count(prompts.ANSWER) == 0
     assert all(q["prediction"] == "" for q in result["questions"])
     assert all("answer" not in q["actions"] for q in result["questions"])
     assert result["summary"]["em"] is None and result["summary"]["anls"] is None
@@ -188,17 +188,17 @@ def test_no_answer_makes_no_answer_call(hotpot, cfg: Configuration, method: str)
     # With answers, the same run does ask the answer prompt once per question.
     model, recorder = fake_model(hotpot)
     run(hotpot, cfg.model_copy(update={"cache_dir": cfg.cache_dir / "b"}), method, chat_model=model)
-    assert recorder.count(prompts.ANSWER_SYSTEM) == 2
+    assert recorder.count(prompts.ANSWER) == 2
 
 
 @needs_data
 def test_a_rerun_is_answered_from_the_cache(hotpot, cfg: Configuration) -> None:
     model, recorder = fake_model(hotpot)
     first = run(hotpot, cfg, "dynakrag", chat_model=model)
-    calls = len(recorder.systems)
+    calls = len(recorder.kinds)
     assert calls > 0 and first["meta"]["llm_cache"]["misses"] == calls
     second = run(hotpot, cfg, "dynakrag", chat_model=model)
-    assert len(recorder.systems) == calls, "the rerun called the model"
+    assert len(recorder.kinds) == calls, "the rerun called the model"
     assert second["meta"]["llm_cache"]["hits"] == calls
     assert second["meta"]["llm_cache"]["misses"] == 0
     strip = ("latency_s",)
@@ -209,7 +209,7 @@ def test_a_rerun_is_answered_from_the_cache(hotpot, cfg: Configuration) -> None:
     # cache=False never touches the cache file.
     third = run(hotpot, cfg, "dynakrag", chat_model=model, cache=False)
     assert third["meta"]["llm_cache"] == {"enabled": False}
-    assert len(recorder.systems) == 2 * calls
+    assert len(recorder.kinds) == 2 * calls
 
 
 @needs_data
@@ -309,7 +309,7 @@ def scripted(handler: Callable[[str, str], str]) -> tuple[LLMClient, list[str]]:
     def respond(messages: list[BaseMessage]) -> str:
         with lock:
             seen.append(str(messages[-1].content))
-        return handler(str(messages[0].content), str(messages[-1].content))
+        return handler(prompt_kind(messages), str(messages[-1].content))
 
     return LLMClient(ScriptedChatModel(respond=respond), max_retries=0), seen
 
@@ -321,12 +321,12 @@ def test_decompose_chains_answers_validates_and_runs_independent_parts_in_parall
                "Where was Tom Reyl born?": "Marsk"}  # fmt: skip
 
     def handler(system: str, last: str) -> str:
-        if system == prompts.DECOMPOSE_SYSTEM:
+        if system == prompts.DECOMPOSE:
             return json.dumps({"sub_questions": subs})
-        if system == prompts.SUFFICIENCY_SYSTEM:
+        if system == prompts.SUFFICIENCY:
             sub = re.search(r"^1\. (.*)$", last, flags=re.MULTILINE).group(1)
             return json.dumps({"answers": [replies.get(sub, "UNKNOWN")]})
-        assert system == prompts.ANSWER_SYSTEM
+        assert system == prompts.ANSWER
         assert "- Where was Ada Voss born? Lindholm" in last  # validated facts are given
         return "Lindholm"
 
@@ -348,9 +348,9 @@ def test_decompose_chains_answers_validates_and_runs_independent_parts_in_parall
 
 def test_decompose_retries_an_ungrounded_answer_within_budget() -> None:
     def handler(system: str, last: str) -> str:
-        if system == prompts.DECOMPOSE_SYSTEM:
+        if system == prompts.DECOMPOSE:
             return json.dumps({"sub_questions": ["Where was Ada Voss born?"]})
-        if system == prompts.SUFFICIENCY_SYSTEM:
+        if system == prompts.SUFFICIENCY:
             # Marsk is not stated together with Ada Voss: validation must reject it.
             return json.dumps({"answers": ["Lindholm" if "Lindholm" in last else "Marsk"]})
         return "Lindholm"

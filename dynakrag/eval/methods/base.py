@@ -134,7 +134,7 @@ def clean_answer(reply: str | None) -> str:
 
 def is_answer_prompt(messages: Messages) -> bool:
     """Whether ``messages`` is the final-answer prompt (:func:`prompts.answer_messages`)."""
-    return bool(messages) and messages[0] == ("system", prompts.ANSWER_SYSTEM)
+    return prompts.task_of(messages) == prompts.ANSWER
 
 
 def final_answer(

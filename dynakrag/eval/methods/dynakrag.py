@@ -10,8 +10,8 @@ policy ranks), ``compression`` (``compress_answer_evidence`` passes the evidence
 off; needs a learned policy).
 
 ``no_answer``: the graph has no switch for skipping the answer, so the method runs it with
-:class:`AnswerlessLLM`, an LLMClient that declines the final-answer prompt (system prompt
-:data:`dynakrag.prompts.ANSWER_SYSTEM`) without calling the model or counting a call;
+:class:`AnswerlessLLM`, an LLMClient that declines the final-answer prompt
+(:func:`dynakrag.prompts.answer_messages`) without calling the model or counting a call;
 ``stop_answer`` then takes its documented fallback, which the method discards (the prediction
 is ``""``).
 """
