@@ -72,7 +72,13 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
     for index, text in enumerate(texts):
         item = raw_answers[index] if index < len(raw_answers) else None
         value = "" if item is None else str(item).strip()
-        unknown = not value or value.upper().startswith(prompts.UNKNOWN) or "#" in value
+        # The check shares the answer's system text, whose refusal is "insufficient evidence".
+        unknown = (
+            not value
+            or value.upper().startswith(prompts.UNKNOWN)
+            or value.lower().startswith(prompts.INSUFFICIENT_EVIDENCE)
+            or "#" in value
+        )
         if not unknown and not is_grounded(value, resolve_references(text, answers), evidence):
             rejected.append(value)
             unknown = True
