@@ -152,6 +152,7 @@ FAKE_MODEL_SERVER = textwrap.dedent(
     import http.server, json, os, sys, time
     port, delay = int(sys.argv[1]), float(sys.argv[2])
     launches, requests = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else (None, None)
+    busy = sys.argv[5] if len(sys.argv) > 5 else None  # while this file exists, GET hangs
     time.sleep(delay)
     if launches:
         with open(launches, "a") as f:
@@ -166,6 +167,8 @@ FAKE_MODEL_SERVER = textwrap.dedent(
             self.wfile.write(body)
 
         def do_GET(self):
+            while busy and os.path.exists(busy):  # llama.cpp, mid-prompt, answers nothing
+                time.sleep(0.05)
             if self.path != "/v1/models":
                 self.send_error(404)
                 return

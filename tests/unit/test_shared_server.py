@@ -24,7 +24,10 @@ def fake_command(tmp_path: Path) -> Callable[[int], list[str]]:
     script = tmp_path / "fake_chat_server.py"
     script.write_text(FAKE_MODEL_SERVER, encoding="utf-8")
     launches, requests = tmp_path / "launches.txt", tmp_path / "requests.txt"
-    return lambda port: [sys.executable, str(script), str(port), "0", str(launches), str(requests)]
+    busy = tmp_path / "busy"
+    return lambda port: [
+        sys.executable, str(script), str(port), "0", str(launches), str(requests), str(busy)
+    ]  # fmt: skip
 
 
 @pytest.fixture
@@ -55,6 +58,42 @@ def test_a_second_user_joins_the_running_server(tmp_path: Path, fake_command, ha
     assert first.started_here and not second.started_here
     assert (first.pid, first.base_url) == (second.pid, second.base_url)
     assert len((tmp_path / "launches.txt").read_text().split()) == 1
+
+
+def test_a_busy_server_is_joined_not_duplicated(tmp_path: Path, fake_command, handles) -> None:
+    """A server evaluating a long prompt answers no HTTP; it is still the one to use."""
+    first = SharedServer(tmp_path, identity="fake", command_factory=fake_command, idle_s=30)
+    second = SharedServer(tmp_path, identity="fake", command_factory=fake_command, idle_s=30)
+    handles += [first, second]
+    first.start()
+    (tmp_path / "busy").touch()
+    try:
+        second.start()
+    finally:
+        (tmp_path / "busy").unlink()
+    assert not second.started_here and second.pid == first.pid
+    assert len((tmp_path / "launches.txt").read_text().split()) == 1
+
+
+def test_a_replaced_server_stops_with_its_own_last_user(
+    tmp_path: Path, fake_command, handles
+) -> None:
+    """Leases are per server: users of a newer server do not keep an older one alive."""
+    first = SharedServer(tmp_path, identity="fake", command_factory=fake_command, idle_s=0.5)
+    second = SharedServer(tmp_path, identity="fake", command_factory=fake_command, idle_s=0.5)
+    handles += [first, second]
+    first.start()
+    old_pid = first.pid
+    assert old_pid is not None
+    # The registry forgets the first server (as when a user judged it dead): a new one starts.
+    first.registry_path.write_text(
+        json.dumps({"supervisor_pid": 1, "server_pid": 2**22 + 7, "port": 1, "identity": "fake"})
+    )
+    second.start()
+    assert second.started_here and second.pid != old_pid
+    first.stop()
+    assert _pid_gone(old_pid), "the replaced server outlived its own last user"
+    assert second.is_alive()
 
 
 def test_the_server_stops_after_its_last_user_leaves(tmp_path: Path, fake_command, handles) -> None:
