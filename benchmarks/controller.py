@@ -34,7 +34,6 @@ Writes ``<out-dir>/<name>.json`` (rows, gap closed, meta), ``<name>.md`` (the ta
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from collections.abc import Sequence
@@ -49,7 +48,13 @@ if str(_HERE) not in sys.path:
 
 from langchain_core.embeddings import Embeddings  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
-from multihop import QA_DATASETS, add_run_options, check_support_recall  # noqa: E402
+from multihop import (  # noqa: E402
+    QA_DATASETS,
+    add_run_options,
+    check_support_recall,
+    policy_settings,
+    run_settings,
+)
 
 from dynakrag.configuration import Configuration  # noqa: E402
 from dynakrag.data.datasets import load_examples  # noqa: E402
@@ -431,17 +436,10 @@ def write_outputs(
     print(text)
     (out / f"{args.name}.md").write_text(text, encoding="utf-8")
     meta = {
-        "datasets": args.datasets,
-        "limit": args.limit,
-        "setting": args.setting,
-        "retriever": args.retriever,
-        "seed": args.seed,
+        **run_settings(args),
         "no_answer": args.no_answer,
         "oracle_horizon": args.oracle_horizon,
-        "policy_file": str(policy_file) if policy_file else None,
-        "policy_sha256": hashlib.sha256(policy_file.read_bytes()).hexdigest()
-        if policy_file
-        else None,
+        **policy_settings(policy_file),
         "llm": type(chat_model).__name__ if chat_model is not None else "configured backend",
         "configuration": cfg.model_dump(mode="json"),
         "git_commit": git_commit(),

@@ -8,9 +8,11 @@ Eval rows only; nothing here fits or tunes anything.
     (default all 500) of ``dsrag-ranking`` and ``dsrag-comparison``, each one
     :func:`~dynakrag.eval.runner.evaluate` run: open setting (DS-RAG has only its chunked
     corpus), ``--retriever`` (default bm25, chosen on train rows: see ``parse_args``),
-    ``--extraction`` sets ``Configuration.dsrag_extraction`` (``llm``: the generator writes
-    EPQD sub-questions and the question graphs, as in the paper; ``rules``: the deterministic
-    path, no model call before the answer), ``--selector`` the GS model file (default the
+    ``--extraction`` sets ``Configuration.dsrag_extraction`` (``llm``: one schema-constrained
+    generator call per question gives the sub-questions and the targets the criteria are built
+    from, repaired by the rules, see :mod:`dynakrag.dsrag.extraction`; ``rules``: the
+    deterministic path, no model call before the answer; ``auto``: the generator's when it
+    answers in the schema), ``--selector`` the GS model file (default the
     shipped one). Reported: context precision / recall / F1 (a gold chunk counted once), ANLS,
     chunks per question, beside the paper's Table 8, and whether DS-RAG meets the issue's bar:
     F1 at least the paper's with no more chunks than the paper's. The paper's reranker is
@@ -69,7 +71,7 @@ if str(_HERE) not in sys.path:
 from langchain_core.embeddings import Embeddings  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import BaseMessage  # noqa: E402
-from multihop import add_run_options, check_support_recall  # noqa: E402
+from multihop import add_run_options, check_support_recall, dsrag_overrides  # noqa: E402
 
 from dynakrag import prompts  # noqa: E402
 from dynakrag.configuration import Configuration  # noqa: E402
@@ -81,6 +83,7 @@ from dynakrag.dsrag.epqd import (  # noqa: E402
     rule_decompose,
     rule_sub_questions,
 )
+from dynakrag.dsrag.extraction import rule_analysis  # noqa: E402
 from dynakrag.dsrag.question_graph import (  # noqa: E402
     Extraction,
     Extractor,
@@ -103,7 +106,7 @@ from dynakrag.progress import progress_bar  # noqa: E402
 PARTS = ("table7", "table8", "table9")
 DATASETS = ("dsrag-ranking", "dsrag-comparison")
 METHODS = ("nonqd-rerank", "epqd-rerank-subq", "epqd-rerank-origq", "dsrag")
-EXTRACTIONS = ("llm", "rules")
+EXTRACTIONS = ("llm", "rules", "auto")
 
 # Table 8 of the paper: precision, recall, F1, ANLS, chunks per question ("ASC").
 PAPER_TABLE8: dict[str, dict[str, tuple[float, float, float, float, float]]] = {
@@ -160,11 +163,34 @@ def _last_human(messages: Sequence[BaseMessage], prefix: str) -> str:
     return ""
 
 
+def scripted_analysis(request: str) -> str:
+    """The stand-in's reply to the question-analysis prompt: the rule path's targets (its
+    reading of the question, or of the given sub-questions) in the asked JSON."""
+    question = request.split("\n", 1)[0].removeprefix("Question:").strip()
+    given = []
+    if "\nSub-questions:\n" in request:
+        given = re.findall(r"^\d+\. (.*)$", request.split("\nSub-questions:\n", 1)[1], re.M)
+    targets = rule_analysis(question, given).targets
+    items = [
+        {
+            "entity": t.entity,
+            "asks": t.asks or "facts",
+            "details": list(t.details),
+            "question": t.question,
+        }
+        for t in targets
+    ]
+    return json.dumps({"sub_questions": items})
+
+
 def _dsrag_reply(messages: list[BaseMessage]) -> str | None:
-    """A deterministic reply to a DS-RAG prompt (None: not one): EPQD answers with the rule
-    path's sub-questions, the multi-query baseline asks about each name, the entity step lists
-    the rule extractor's entities, the pairing step pairs nothing."""
+    """A deterministic reply to a DS-RAG prompt (None: not one): the question analysis gives
+    the rule path's targets, EPQD answers with the rule path's sub-questions, the multi-query
+    baseline asks about each name, the entity step lists the rule extractor's entities, the
+    pairing step pairs nothing."""
     system = str(messages[0].content)
+    if system == prompts.ANALYSIS_SYSTEM:
+        return scripted_analysis(_last_human(messages, "Question:"))
     if system == prompts.EPQD_SYSTEM:
         request = _last_human(messages, "Original question:")
         parts = re.findall(r"^\d+\. (.*)$", request, flags=re.MULTILINE)
@@ -372,12 +398,11 @@ def table7_part(
     """EAR / EOR per experiment and decomposition, with per-question records."""
     cache = None if args.no_cache else SQLiteLLMCache.in_dir(cfg.cache_dir)
     try:
-        # The client evaluate builds: same cache keys, so Table 8's EPQD replies for
-        # the same DS-RAG questions are reused here (and the other way round).
+        # The client evaluate builds: same cache keys, so a rerun replays these replies.
         llm = llm_client_from_config(cfg, chat_model=chat_model, cache=cache)
         models = llm_description(cfg, chat_model)
         extractor: Extractor = (
-            EntityStep(llm) if cfg.dsrag_extraction == "llm" else RuleGraphExtractor()
+            EntityStep(llm) if cfg.dsrag_extraction != "rules" else RuleGraphExtractor()
         )
         decomposers: dict[str, Callable[[str], Decomposition]] = {
             "langchain": lambda q: baseline_decompose(llm, q),
@@ -434,7 +459,7 @@ def table7_part(
             cache.close()
     entity_step = (
         "LLM entity prompt (Section 2.3.1 Step 1; rule extractor where a reply is unusable)"
-        if cfg.dsrag_extraction == "llm"
+        if cfg.dsrag_extraction != "rules"
         else "rule extractor (RuleGraphExtractor: question words, names, quoted titles, "
         "attribute phrases)"
     )
@@ -542,7 +567,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--extraction",
         choices=EXTRACTIONS,
         default=None,
-        help="Configuration.dsrag_extraction (default: the configuration's, 'llm')",
+        help="Configuration.dsrag_extraction (default: the configuration's)",
     )
     parser.add_argument("--selector", type=Path, default=None, help="GS model file (shipped)")
     parser.add_argument("--no-answer", action="store_true", help="skip final answers (no ANLS)")
@@ -556,12 +581,7 @@ def main(argv: list[str] | None = None, *, chat_model: BaseChatModel | None = No
     if args.selector is not None and not args.selector.is_file():
         print(f"dsrag benchmark: no selector file at {args.selector}", file=sys.stderr)
         return 2
-    overrides: dict[str, Any] = {"seed": args.seed}
-    if args.extraction:
-        overrides["dsrag_extraction"] = args.extraction
-    if args.selector is not None:
-        overrides["selector"] = str(args.selector.resolve())
-    cfg = Configuration.from_env().merged(overrides)
+    cfg = Configuration.from_env().merged(dsrag_overrides(args))
     if chat_model is None and args.fake_llm:
         chat_model = fake_chat_model(args.datasets, args.limit)
         args.no_cache = True  # never mix scripted replies into the real model's cache

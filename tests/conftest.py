@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.postgres_server import postgres_server, postgres_url
+
+__all__ = ["postgres_server", "postgres_url"]  # fixtures for every test folder
+
 
 @pytest.fixture
 def no_models(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,14 +8,20 @@ import textwrap
 import time
 import zlib
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import BaseMessage
 
 from dynakrag import prompts
+from dynakrag.configuration import Configuration
 from dynakrag.llm.fake import ScriptedChatModel
+from dynakrag.policy.base import Policy
+from dynakrag.policy.features import N_STATE_FEATURES
+from dynakrag.policy.value_model import TreeEnsemble
 from dynakrag.retrieval.passage import Passage
+from dynakrag.state import ACTIONS, State
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -141,6 +147,45 @@ class HashedWords(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self._vector(text)
+
+
+def tiny_selector_file(directory: Path, dim: int, mlp_hidden: int = 16) -> Path:
+    """A tiny GS selector file over :class:`HashedWords` of ``dim`` (untrained, seeded: it
+    scores as the cosine of a criterion's anchor text and a passage)."""
+    import torch
+
+    from dynakrag.dsrag.selector import GraphSelectionModel, GraphSelector
+
+    selector = GraphSelector(HashedWords(dim), heads=2, mlp_hidden=mlp_hidden, dropout=0.0)
+    torch.manual_seed(0)
+    selector.model_ = GraphSelectionModel(selector.architecture(dim))  # the fitted attribute
+    return selector.save(directory / "tiny.npz")
+
+
+class ScriptedPolicy(Policy):
+    """retrieve_more, then sufficiency_check, then compress_answer_evidence (then the edge to
+    stop_answer), whatever the state: for tests of what those actions do."""
+
+    name = "scripted"
+    order = ("retrieve_more", "sufficiency_check", "compress_answer_evidence", "stop_answer")
+
+    def value(self, state: State, actions: Sequence[str], cfg: Configuration) -> dict[str, float]:
+        done = [entry["action"] for entry in state.get("trace", [])]
+        wanted = next((a for a in self.order if a not in done), "stop_answer")
+        return {a: (1.0 if a == wanted else -float(ACTIONS.index(a))) for a in actions}
+
+
+def constant_tree(value: float, n_features: int = N_STATE_FEATURES) -> TreeEnsemble:
+    """A one-leaf tree ensemble that predicts ``value`` for every row of ``n_features``."""
+    return TreeEnsemble(
+        n_features=n_features,
+        offsets=np.array([0, 1]),
+        children_left=np.array([-1]),
+        children_right=np.array([-1]),
+        feature=np.array([-2]),
+        threshold=np.array([-2.0]),
+        value=np.array([value]),
+    )
 
 
 # A stdlib stand-in for ``llama_cpp.server``, run as a script:

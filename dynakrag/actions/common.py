@@ -37,6 +37,7 @@ def action_update(
         "action": action,
         "valid_actions": list(state.get("valid_actions", [])),
         "scores": dict(state.get("policy_scores", {})),
+        "explanation": dict(state.get("explanation") or {}),
         "query": state.get("query", state["question"]),
         "added": [doc["id"] for doc in added],
         "retrieval_calls": retrieval_calls,

@@ -2,7 +2,9 @@
 
 The default compressor is lexical: it keeps passages that state a sub-question's answer or
 share content words with the question and sub-questions (no model call). With
-``compression="dics"`` DS-RAG's DICS chooses one passage per selection criterion instead.
+``compression="dics"`` DS-RAG's DICS chooses one passage per selection criterion instead
+(:func:`dics_compress`); its model calls are part of the action's cost ``c(s, a)``
+(:func:`~dynakrag.dsrag.extraction.compression_model_calls`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import re
 from typing import Any
 
 from dynakrag.actions.common import Resources, action_update
-from dynakrag.actions.text import content_words, looks_like_value
+from dynakrag.actions.sufficiency_check import is_grounded
+from dynakrag.actions.text import content_words, looks_like_value, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, Usage
 from dynakrag.state import Document, State
@@ -31,45 +34,71 @@ def support_score(doc: Document, focus_words: set[str], answers: list[str]) -> f
     return 2.0 * answer_hits + overlap
 
 
+def answer_passages(state: State) -> list[tuple[str, str, Document]]:
+    """``(sub-question, answer, passage)`` for each verified sub-answer: the first passage of
+    the evidence that states it together with a name of its sub-question (the sufficiency
+    check's grounding test). Yes/no answers and sub-questions without names point to no
+    passage."""
+    found = []
+    evidence = state.get("evidence", [])
+    for sub in state.get("sub_questions") or []:
+        answer, question = sub.get("answer"), sub.get("question", "")
+        if not answer or answer.strip().lower() in {"yes", "no"} or not question_names(question):
+            continue
+        doc = next((d for d in evidence if is_grounded(answer, question, [d])), None)
+        if doc is not None:
+            found.append((question, answer, doc))
+    return found
+
+
 def dics_compress(
     state: State, resources: Resources, cfg: Configuration
 ) -> tuple[list[Document], Usage, dict[str, Any]]:
-    """DS-RAG selection: one passage per selection criterion of the question's graph.
+    """DS-RAG selection inside the graph: one passage per selection criterion, plus the
+    passages that state verified sub-answers, in evidence order (at most ``max_final_docs``).
 
-    The criteria come from the sub-questions the sufficiency check recorded, else from EPQD.
+    The criteria come from the sub-questions the controller already has (the sufficiency
+    check's parts, made compatible by
+    :func:`~dynakrag.dsrag.extraction.compatible_sub_questions`; EPQD's parts with
+    ``decomposition="epqd"``), else from the question alone, through the question analysis
+    ``dsrag_extraction`` chooses. The trace records which criterion chose which passage.
     Documented fallback: an empty selection keeps the evidence as it was.
     """
-    from dynakrag.dsrag.pipeline import decompose_question, select_context
+    from dynakrag.dsrag.extraction import compatible_sub_questions
+    from dynakrag.dsrag.pipeline import analyse, select_for_analysis
 
     evidence = state.get("evidence", [])
-    usage = NO_USAGE
-    sub_questions = [sub["question"] for sub in state.get("sub_questions", [])]
-    if not sub_questions:
-        decomposition = decompose_question(state["question"], resources.llm, cfg)
-        sub_questions, usage = list(decomposition.sub_questions), decomposition.usage
-    selection = select_context(
-        state["question"],
-        sub_questions,
+    given = compatible_sub_questions(state.get("sub_questions") or [])
+    analysis = analyse(state["question"], resources.llm, cfg, sub_questions=given or None)
+    selection = select_for_analysis(
+        analysis,
         [(doc["id"], f"{doc.get('title', '')} {doc.get('text', '')}".strip()) for doc in evidence],
-        resources.llm,
         cfg,
     )
-    by_id = {doc["id"]: doc for doc in evidence}
-    kept = [by_id[chunk_id] for chunk_id in selection.selected_ids][: cfg.max_final_docs]
+    stated = answer_passages(state)
+    keep = set(selection.selected_ids) | {doc["id"] for _, _, doc in stated}
+    kept = [doc for doc in evidence if doc["id"] in keep][: cfg.max_final_docs]
     details = {
         "criteria": [criterion.text for criterion in selection.criteria.criteria],
         "criteria_fallback": selection.criteria.fallback,
         "dics_mode": selection.dics.mode,
+        "dics_choices": selection.choices(),
+        "answer_passages": [
+            {"sub_question": question, "answer": answer, "passage": doc["id"]}
+            for question, answer, doc in stated
+        ],
+        "extraction": analysis.record(),
     }
-    return (kept or evidence[: cfg.max_final_docs]), usage + selection.usage, details
+    return (kept or evidence[: cfg.max_final_docs]), analysis.usage, details
 
 
 def compress_answer_evidence(
     state: State, resources: Resources, cfg: Configuration
 ) -> dict[str, Any]:
     """Keep supporting passages (at most ``max_final_docs``): ``passthrough`` the first ones,
-    ``dics`` one per selection criterion in selection order, ``heuristic`` (default) the
-    passages that state a sub-answer or score near the best, in their original order."""
+    ``dics`` one per selection criterion plus those stating verified sub-answers, ``heuristic``
+    (default) the passages that state a sub-answer or score near the best; all in their
+    original order."""
     evidence = state.get("evidence", [])
     usage = NO_USAGE
     details: dict[str, Any] = {}

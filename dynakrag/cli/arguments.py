@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from dynakrag.cli.runlog import add_log_option
 from dynakrag.configuration import Configuration
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -53,6 +54,24 @@ holdout_fraction = _number_type(
 """argparse type: a number in [0, 1) (a held-out share: something must be left to fit)."""
 
 
+def add_worker_options(parser: argparse.ArgumentParser) -> None:
+    """``--workers N`` / ``--scheduler ADDRESS``: the commands that run many questions
+    (collect, eval) fan them out over Dask workers (:mod:`dynakrag.workers`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        help="run the questions on N worker processes of a local Dask cluster (a rerun "
+        "resumes an interrupted one)",
+    )
+    group.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run the questions on an existing Dask cluster, e.g. tcp://HOST:8786",
+    )
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of the commands that answer questions with the graph (demo, ask)."""
     parser.add_argument("--max-steps", type=positive_int, help="control steps before answering")
@@ -61,7 +80,21 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="heuristic (default), learned (the shipped trained policy), uniform, fixed or a "
         "trained policy file (.npz)",
     )
+    add_token_budget_option(parser)
     parser.add_argument("--quiet", action="store_true", help="print only the answer")
+    add_log_option(parser)
+
+
+def add_token_budget_option(parser: argparse.ArgumentParser) -> None:
+    """``--token-budget N``: the ``token_budget`` setting (ask, demo, eval)."""
+    parser.add_argument(
+        "--token-budget",
+        type=positive_int,
+        metavar="N",
+        help="tokens (prompt + completion) a question may cost: the controller stops acquiring "
+        "when the rest cannot pay for another action and the answer; a calibrated policy also "
+        "picks its lambda for N",
+    )
 
 
 def run_configuration(args: argparse.Namespace) -> Configuration:
@@ -69,6 +102,8 @@ def run_configuration(args: argparse.Namespace) -> Configuration:
     anything loads."""
     from dynakrag.policy.registry import resolve_policy
 
-    cfg = Configuration.from_env(max_steps=args.max_steps, policy=args.policy)
+    cfg = Configuration.from_env(
+        max_steps=args.max_steps, policy=args.policy, token_budget=args.token_budget
+    )
     resolve_policy(cfg.policy)
     return cfg

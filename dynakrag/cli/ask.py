@@ -9,8 +9,10 @@ from typing import Any
 
 from dynakrag.cli.arguments import EXIT_OK, add_run_options, run_configuration
 from dynakrag.cli.generator import check_model_reached, make_llm
-from dynakrag.cli.output import stream_run, to_json
+from dynakrag.cli.output import explanation_lines, stream_run, to_json
+from dynakrag.cli.runlog import logged_run, run_id
 from dynakrag.configuration import Configuration
+from dynakrag.graph.runlog import describe_log
 
 
 def add_parser(subparsers: Any) -> None:
@@ -21,8 +23,21 @@ def add_parser(subparsers: Any) -> None:
     source.add_argument(
         "--corpus", type=Path, help="JSONL of {id,title,text} or a folder of .txt/.md"
     )
-    source.add_argument("--index", type=Path, help="a directory made by 'dynakrag index build'")
+    source.add_argument(
+        "--index",
+        metavar="DIR|URL",
+        help="made by 'dynakrag index build': a FAISS index directory or a pgvector "
+        "collection, postgresql://user@host:port/db?collection=NAME",
+    )
     parser.add_argument("--json", action="store_true", help="print the final state as JSON")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="after each step, say why: the chosen action over the runner-up with the features "
+        "that drove it (learned policy), the continuation guard, the rule that blocked each "
+        "other action, the token budget and lambda (each trace entry's 'explanation' holds the "
+        "data; with --json the readable lines are added as 'explanations')",
+    )
     add_run_options(parser)
     parser.set_defaults(handler=run_ask)
 
@@ -33,28 +48,35 @@ def run_ask(args: argparse.Namespace) -> int:
 
     cfg = run_configuration(args)
     question = validate_question(args.question, cfg)
-    searcher = _searcher_for(args, cfg)
-    llm = make_llm(cfg)
-    graph = build_graph(searcher, configuration=cfg, llm=llm)
+    with logged_run(args.log, command="ask") as (checkpointer, config):
+        searcher = _searcher_for(args, cfg)
+        llm = make_llm(cfg)
+        graph = build_graph(searcher, configuration=cfg, llm=llm, checkpointer=checkpointer)
+        out = None if args.json or args.quiet else sys.stdout
+        final = stream_run(graph, question, out, config, explain=args.explain)
+    check_model_reached(llm)
     if args.json:
-        final = stream_run(graph, question, out=None)
-        check_model_reached(llm)
+        final = {**final, "run_id": run_id(config)}
+        if args.explain:
+            final["explanations"] = explanation_lines(final.get("trace", []))
         print(to_json(final))
         return EXIT_OK
-    final = stream_run(graph, question, out=None if args.quiet else sys.stdout)
-    check_model_reached(llm)
     print(f"Answer: {final.get('answer', '')}")
+    if args.log and not args.quiet:
+        print(f"Logged run {run_id(config)} to {describe_log(args.log)}")
     return EXIT_OK
 
 
 def _searcher_for(args: argparse.Namespace, cfg: Configuration) -> Any:
-    """The searcher ``ask`` reads from: ``--index`` (the saved dense index), else ``--corpus``
-    (the configured retriever over it), else the demo corpus."""
+    """The searcher ``ask`` reads from: ``--index`` (the saved dense index or pgvector
+    collection; the configured retriever over its passages, so ``hybrid`` fuses it with BM25),
+    else ``--corpus`` (the configured retriever over it), else the demo corpus."""
     if args.index is not None:
-        from dynakrag.retrieval.dense import DenseIndex
         from dynakrag.retrieval.embeddings import default_embeddings
+        from dynakrag.routing.factory import build_searcher, open_index
 
-        return DenseIndex.load(args.index, default_embeddings())
+        index = open_index(args.index, default_embeddings())
+        return build_searcher(cfg.retriever, index.passages, dense=index, seed=cfg.seed)
     if args.corpus is not None:
         from dynakrag.retrieval.corpus import load_corpus
         from dynakrag.routing.factory import build_searcher

@@ -9,6 +9,8 @@ from typing import Any
 from dynakrag.cli.arguments import EXIT_OK, add_run_options, run_configuration
 from dynakrag.cli.generator import check_model_reached, make_llm
 from dynakrag.cli.output import stream_run
+from dynakrag.cli.runlog import logged_run, run_id
+from dynakrag.graph.runlog import describe_log
 
 
 def add_parser(subparsers: Any) -> None:
@@ -37,9 +39,12 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         print(f"Generator: {describe_backend(cfg)}", file=out)
         print(f"Question: {question}", file=out)
-    llm = make_llm(cfg)
-    graph = build_graph(demo_searcher(cfg), configuration=cfg, llm=llm)
-    final = stream_run(graph, question, out=None if args.quiet else out)
+    with logged_run(args.log, command="demo") as (checkpointer, config):
+        llm = make_llm(cfg)
+        graph = build_graph(
+            demo_searcher(cfg), configuration=cfg, llm=llm, checkpointer=checkpointer
+        )
+        final = stream_run(graph, question, None if args.quiet else out, config)
     check_model_reached(llm)
     if not args.quiet and not args.question:
         found = {doc["id"] for doc in final.get("evidence", [])}
@@ -48,4 +53,6 @@ def run_demo(args: argparse.Namespace) -> int:
             f"Gold support found: {hits}/{len(gold.support)}; gold answer: {gold.answer}", file=out
         )
     print(f"Answer: {final.get('answer', '')}", file=out)
+    if args.log and not args.quiet:
+        print(f"Logged run {run_id(config)} to {describe_log(args.log)}", file=out)
     return EXIT_OK

@@ -5,7 +5,11 @@ Controller comparisons are one method, ``dynakrag``, with a different ``--policy
 schedule), ``oracle`` (gold-aware look-ahead: an upper bound that reads the gold support, for
 evaluation only) or a trained policy file. ``--ablate sufficiency|compression|continuation``
 (repeatable) switches parts of the method off (see
-:data:`dynakrag.eval.methods.dynakrag.ABLATIONS`).
+:data:`dynakrag.eval.methods.dynakrag.ABLATIONS`). ``--workers N`` / ``--scheduler ADDRESS``
+answer the questions on Dask workers (:mod:`dynakrag.eval.workers`): the same records, and a
+rerun after an interruption skips the questions journalled in ``<out>.partial.jsonl``.
+``--token-budget N`` (dynakrag only) sets ``token_budget``: the stop rule, and λ from the
+policy's calibration curve when it has one.
 
 User errors (missing data, bad options) raise :class:`UserInputError` subclasses, which
 :func:`dynakrag.cli.main.main` reports in one line with exit code 2.
@@ -18,7 +22,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dynakrag.cli.arguments import EXIT_OK, positive_int
+from dynakrag.cli.arguments import (
+    EXIT_OK,
+    add_token_budget_option,
+    add_worker_options,
+    positive_int,
+)
+from dynakrag.cli.runlog import add_log_option
 from dynakrag.data.datasets import DATASETS, default_setting
 from dynakrag.errors import UserInputError
 from dynakrag.eval.methods import METHODS, get_method
@@ -78,10 +88,17 @@ def add_parser(subparsers: Any) -> None:
         type=positive_int,
         help="--policy oracle only: actions it looks ahead (default 2)",
     )
+    add_token_budget_option(parser)
     parser.add_argument("--k", type=positive_int, help="naive only: passages retrieved (5)")
     parser.add_argument("--no-cache", action="store_true", help="do not use the LLM disk cache")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--out", type=Path, required=True, help="where to write the JSON")
+    add_worker_options(parser)
+    add_log_option(
+        parser,
+        "dynakrag only: log each question's run to this trajectory log (SQLite file or "
+        "postgresql://...), tagged with the dataset and split (runs of eval rows never train)",
+    )
     parser.set_defaults(handler=run_eval)
 
 
@@ -91,7 +108,9 @@ def run_eval(args: argparse.Namespace) -> int:
     from dynakrag.eval.report import compare_table, report_paths
     from dynakrag.eval.runner import evaluate
 
-    for flag, value in (("--policy", args.policy), ("--ablate", args.ablate)):
+    budget = ("--token-budget", args.token_budget)
+    log = ("--log", args.log)
+    for flag, value in (("--policy", args.policy), ("--ablate", args.ablate), budget, log):
         if value and args.method != "dynakrag":
             raise UserInputError(f"{flag} applies to --method dynakrag only")
     if args.k is not None and args.method != "naive":
@@ -100,32 +119,46 @@ def run_eval(args: argparse.Namespace) -> int:
         raise UserInputError("--oracle-horizon applies to --policy oracle only")
     # The oracle is not a configured policy (resolve_policy refuses it): pass it to the method.
     cfg = Configuration.from_env(
-        policy=None if args.policy == ORACLE else args.policy, retriever=args.retriever
+        policy=None if args.policy == ORACLE else args.policy,
+        retriever=args.retriever,
+        token_budget=args.token_budget,
     )
     options: dict[str, Any] = {}
     if args.method == "dynakrag":
         options["policy"] = args.policy if args.policy == ORACLE else cfg.policy
         options["ablate"] = args.ablate
         options["oracle_horizon"] = args.oracle_horizon
+    if args.log:
+        from dynakrag.graph.runlog import close_trajectory_log, open_trajectory_log
+
+        close_trajectory_log(open_trajectory_log(args.log))  # a bad log fails before the data
+        options["log"] = args.log
+        options["log_tags"] = {"dataset": args.dataset, "split": args.split}
     if args.k is not None:
         options["k"] = args.k
     # Built now so a bad policy or ablation fails before any data or model loads.
     method = get_method(args.method, no_answer=args.no_answer, **options)
     setting = args.setting or default_setting(args.dataset)
-    result = evaluate(
-        args.dataset,
-        args.split,
-        setting,
-        method,
-        retriever=cfg.retriever,
-        limit=args.limit,
-        seed=args.seed,
-        no_answer=args.no_answer,
-        out=args.out,
-        cfg=cfg,
-        progress=not args.quiet,
-        cache=not args.no_cache,
-    )
+    try:
+        result = evaluate(
+            args.dataset,
+            args.split,
+            setting,
+            method,
+            retriever=cfg.retriever,
+            limit=args.limit,
+            seed=args.seed,
+            no_answer=args.no_answer,
+            out=args.out,
+            cfg=cfg,
+            progress=not args.quiet,
+            cache=not args.no_cache,
+            workers=args.workers,
+            scheduler=args.scheduler,
+        )
+    finally:
+        if args.log:
+            method.close()  # type: ignore[attr-defined]  # the dynakrag method's log
     print(compare_table([result]), end="")
     cache = result["meta"]["llm_cache"]
     if cache.get("enabled"):

@@ -6,10 +6,19 @@ import json
 from typing import Any, TextIO
 
 
-def stream_run(graph: Any, question: str, out: TextIO | None) -> dict[str, Any]:
-    """Run the graph, printing each action as it completes; return the final state."""
+def stream_run(
+    graph: Any,
+    question: str,
+    out: TextIO | None,
+    config: dict[str, Any] | None = None,
+    *,
+    explain: bool = False,
+) -> dict[str, Any]:
+    """Run the graph (with ``config``: e.g. a logged run's thread), printing each action as it
+    completes (with ``explain``, also why it was chosen); return the final state."""
     final: dict[str, Any] = {}
-    for mode, chunk in graph.stream({"question": question}, stream_mode=["updates", "values"]):
+    stream = graph.stream({"question": question}, config, stream_mode=["updates", "values"])
+    for mode, chunk in stream:
         if mode == "values":
             final = chunk
             continue
@@ -17,12 +26,14 @@ def stream_run(graph: Any, question: str, out: TextIO | None) -> dict[str, Any]:
             if node == "prepare" or out is None:
                 continue  # prepare resets the trace; only action nodes add steps
             for entry in (update or {}).get("trace", []):
-                print(format_step(entry), file=out, flush=True)
+                print(format_step(entry, explain=explain), file=out, flush=True)
     return final
 
 
-def format_step(entry: dict[str, Any]) -> str:
-    """One printed line per action: the action, the valid set, the scores, what was added."""
+def format_step(entry: dict[str, Any], *, explain: bool = False) -> str:
+    """One printed line per action: the action, the valid set, the scores, what was added;
+    with ``explain``, the decision's explanation lines (:func:`dynakrag.policy.explain.describe`:
+    what drove the choice, the rule behind each blocked action, budget and lambda)."""
     scores = ", ".join(f"{a}={s:.2f}" for a, s in entry.get("scores", {}).items())
     if not scores:  # a fixed edge (after compression): nothing was scored
         scores = ", ".join(entry.get("valid_actions", []))
@@ -34,7 +45,26 @@ def format_step(entry: dict[str, Any]) -> str:
     if entry["action"] == "sufficiency_check":
         verdict = "sufficient" if entry.get("sufficient") else f"gaps: {entry.get('gaps')}"
         line += f"\n    {verdict}"
+    if explain and entry.get("explanation"):
+        from dynakrag.policy.explain import describe
+
+        lines = describe(entry["explanation"], with_lambda=entry.get("step") == 1)
+        line += "".join(f"\n    {text}" for text in lines)
     return line
+
+
+def explanation_lines(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per trace entry: its step, action and the readable lines of its explanation."""
+    from dynakrag.policy.explain import describe
+
+    return [
+        {
+            "step": entry.get("step"),
+            "action": entry.get("action"),
+            "lines": describe(entry.get("explanation") or {}),
+        }
+        for entry in trace
+    ]
 
 
 def to_json(state: dict[str, Any]) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from dynakrag.dsrag.question_graph import (
     Extraction,
     Extractor,
+    GraphExtraction,
     RuleGraphExtractor,
     extract_question_graph,
 )
@@ -40,8 +41,10 @@ from dynakrag.llm.client import NO_USAGE, Usage
 
 __all__ = [
     "CriteriaResult",
+    "criteria_for_graph",
     "criteria_for_question",
     "find_core_node",
+    "per_sub_question_criteria",
     "selection_criteria",
 ]
 
@@ -232,7 +235,9 @@ def _whole_question(question: str) -> Criterion:
     return Criterion(core=node.key, anchor=node.key, triples=(), nodes=(node,))
 
 
-def _per_sub_question(extractions: Sequence[Extraction]) -> list[Criterion]:
+def per_sub_question_criteria(extractions: Sequence[Extraction]) -> list[Criterion]:
+    """One criterion per sub-question, from its own (unmerged) nodes and triples: its first
+    node as core and its last non-question-word node as anchor (see :class:`CriteriaResult`)."""
     criteria = []
     for extraction in extractions:
         if not extraction.nodes:
@@ -255,9 +260,22 @@ def criteria_for_question(
     ``extractor`` defaults to :class:`RuleGraphExtractor`; ``hops`` is passed to
     :func:`selection_criteria`.
     """
-    text = str(question or "").strip()
     subs = tuple(str(s).strip() for s in (sub_questions or ()) if str(s or "").strip())
     built = extract_question_graph(subs, extractor or RuleGraphExtractor())
+    return criteria_for_graph(question, subs, built, hops)
+
+
+def criteria_for_graph(
+    question: str,
+    sub_questions: Sequence[str],
+    built: GraphExtraction,
+    hops: int | None = None,
+) -> CriteriaResult:
+    """Step 4 (Algorithms 1-2 and their fallbacks) on an extraction already made: the rule or
+    LLM extractors' (:func:`criteria_for_question`) or the one-call question analysis's
+    (:mod:`dynakrag.dsrag.extraction`). Never raises."""
+    text = str(question or "").strip()
+    subs = tuple(sub_questions)
     graph = built.graph
 
     def result(
@@ -269,7 +287,7 @@ def criteria_for_question(
         )  # fmt: skip
 
     def per_sub_question(why: str) -> CriteriaResult:
-        criteria = _per_sub_question(built.extractions)
+        criteria = per_sub_question_criteria(built.extractions)
         if not criteria:
             return result(None, [_whole_question(text)], FALLBACK_EMPTY)
         return result(None, criteria, why)

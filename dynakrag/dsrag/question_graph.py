@@ -41,6 +41,7 @@ from dynakrag.dsrag.types import NodeKey, QEdge, QNode, QuestionGraph
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 
 __all__ = [
+    "ATTRIBUTE_PHRASES",
     "Extraction",
     "Extractor",
     "GraphExtraction",

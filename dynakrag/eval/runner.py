@@ -267,12 +267,17 @@ def evaluate(
     method_options: dict[str, Any] | None = None,
     cache: bool = True,
     report: bool = True,
+    workers: int | None = None,
+    scheduler: str | None = None,
 ) -> dict[str, Any]:
     """Run ``method`` on the first ``limit`` questions of ``dataset``/``split`` and score it.
 
     ``seed`` (default: the configuration's) seeds Python's and NumPy's generators and sets the
     configuration's ``seed``. ``out``: write the result there as JSON, plus ``<out>.md`` and
-    ``<out>.png`` when ``report``. Raises :class:`UserInputError` (or a subclass such as
+    ``<out>.png`` when ``report``. ``workers`` (a local Dask cluster of that many processes) or
+    ``scheduler`` (an existing cluster's address) answer the questions on Dask workers
+    (:mod:`dynakrag.eval.workers`): the same records, resumable through a journal beside
+    ``out``. Raises :class:`UserInputError` (or a subclass such as
     :class:`~dynakrag.data.datasets.DataMissingError`) for unusable arguments or data.
     """
     if setting not in SETTINGS:
@@ -321,6 +326,8 @@ def evaluate(
     index_s = 0.0
     open_searcher: Searcher | None = None
     corpus_size: int | None = None
+    corpus: list[Passage] = []
+    index_dir: Path | None = None
     if setting == "open":
         corpus = open_corpus(pool)
         corpus_size = len(corpus)
@@ -346,28 +353,46 @@ def evaluate(
         else:
             models["embeddings"] = None
         records: list[dict[str, Any]] = []
-        bar = progress_bar(
-            examples,
-            desc=f"{runner.name} {dataset}/{split} {setting} {retriever}",
-            unit="q",
-            file=sys.stderr,
-            disable=not progress,
-        )
-        for example in bar:
-            searcher = open_searcher
-            if searcher is None:
-                tick = time.perf_counter()
-                searcher = build_searcher(retriever, example.passages, embeddings=memo, seed=seed)
-                index_s += time.perf_counter() - tick
-            # Only a gold-aware upper bound (the oracle) is handed the gold; see needs_gold.
-            gold: dict[str, Any] = {"gold": example.gold_sets} if runner.needs_gold else {}
-            tick = time.perf_counter()
-            result = runner.run(example.question, searcher, llm, cfg, **gold)
-            latency = time.perf_counter() - tick
-            records.append(question_record(example, result, latency, no_answer=no_answer))
+        desc = f"{runner.name} {dataset}/{split} {setting} {retriever}"
         cache_stats: dict[str, Any] = {"enabled": False}
-        if llm_cache is not None:
-            cache_stats = {"enabled": True, **llm_cache.stats()}
+        if workers is None and scheduler is None:
+            bar = progress_bar(examples, desc=desc, unit="q", file=sys.stderr, disable=not progress)
+            for example in bar:
+                record, build_s = answer_question(
+                    runner,
+                    example,
+                    open_searcher,
+                    llm,
+                    cfg,
+                    retriever=retriever,
+                    memo=memo,
+                    seed=seed,
+                    no_answer=no_answer,
+                )
+                records.append(record)
+                index_s += build_s
+            if llm_cache is not None:
+                cache_stats = {"enabled": True, **llm_cache.stats()}
+        else:
+            records, counts = _evaluate_on_workers(
+                examples,
+                runner,
+                cfg,
+                (workers, scheduler),
+                retriever=retriever,
+                seed=seed,
+                no_answer=no_answer,
+                cache=cache,
+                chat_model=chat_model,
+                embeddings=embeddings,
+                corpus=corpus if setting == "open" else None,
+                index_dir=index_dir if setting == "open" else None,
+                out=out_path,
+                progress=progress,
+                desc=desc,
+            )
+            if llm_cache is not None:
+                cache_stats = {"enabled": True, **llm_cache.stats(), **counts}
     finally:
         if llm_cache is not None:
             llm_cache.close()
@@ -404,6 +429,79 @@ def evaluate(
 
             write_report(output, out_path)
     return output
+
+
+def answer_question(
+    runner: Method,
+    example: QAExample,
+    open_searcher: Searcher | None,
+    llm: Any,
+    cfg: Configuration,
+    *,
+    retriever: str,
+    memo: Embeddings | None,
+    seed: int,
+    no_answer: bool,
+) -> tuple[dict[str, Any], float]:
+    """One question's record (:func:`question_record`) and the seconds spent building its
+    searcher: the open-setting one, else one over the question's own passages."""
+    searcher, build_s = open_searcher, 0.0
+    if searcher is None:
+        tick = time.perf_counter()
+        searcher = build_searcher(retriever, example.passages, embeddings=memo, seed=seed)
+        build_s = time.perf_counter() - tick
+    # Only a gold-aware upper bound (the oracle) is handed the gold; see needs_gold.
+    gold: dict[str, Any] = {"gold": example.gold_sets} if runner.needs_gold else {}
+    tick = time.perf_counter()
+    result = runner.run(example.question, searcher, llm, cfg, **gold)
+    latency = time.perf_counter() - tick
+    return question_record(example, result, latency, no_answer=no_answer), build_s
+
+
+def _evaluate_on_workers(
+    examples: Sequence[QAExample],
+    runner: Method,
+    cfg: Configuration,
+    cluster: tuple[int | None, str | None],
+    *,
+    out: Path | None,
+    progress: bool,
+    desc: str,
+    corpus: Sequence[Passage] | None,
+    **job: Any,
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The question records, answered on Dask workers (``cluster``: ``(workers, scheduler)``);
+    with ``out``, finished questions are journalled beside it so a rerun resumes."""
+    from dynakrag.eval.workers import EvalJob, evaluate_on_workers
+    from dynakrag.workers import Journal, dask_client, journal_path
+
+    plan = EvalJob(method=runner, cfg=cfg, answer=answer_question, memoise=MemoEmbeddings, **job)
+    settings = {
+        "kind": "eval",
+        "method": runner.name,
+        "method_options": runner.options(),
+        "questions": [example.id for example in examples],
+        "configuration": cfg.model_dump(mode="json"),
+        **{key: job[key] for key in ("retriever", "seed", "no_answer")},
+    }
+    journal = Journal(journal_path(out), settings) if out is not None else None
+    try:
+        with dask_client(*cluster) as client:
+            records, counts = evaluate_on_workers(
+                examples,
+                plan,
+                client,
+                corpus=corpus,
+                journal=journal,
+                progress=progress,
+                desc=desc,
+            )
+    finally:
+        if journal is not None:
+            journal.close()
+    if journal is not None:
+        journal.remove()  # the caller writes ``out`` next; a crash before that redoes nothing
+    return records, counts
 
 
 def _version() -> str:

@@ -1,4 +1,12 @@
-"""The controller step: validity layer, then policy, then the conditional edge to the action."""
+"""The controller step: validity layer, then policy, then the conditional edge to the action.
+
+Each decision also records its explanation (:func:`dynakrag.policy.explain.explain_decision`:
+the chosen action and the runner-up, what drove their values, the rule behind every blocked
+action, the λ used and the token budget), which the next action copies into its trace entry.
+With a ``token_budget``, λ comes from the learned policy's calibration curve when it has one
+(:func:`dynakrag.policy.token_budget.choose_lambda`) and the ``token_budget`` rule prices the
+actions with its token cost table.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +14,47 @@ import logging
 from typing import Any
 
 from dynakrag.configuration import Configuration
-from dynakrag.graph.validity import invalid_reasons, valid_actions
+from dynakrag.graph.validity import actions_left, invalid_reasons
 from dynakrag.policy.base import Policy
+from dynakrag.policy.explain import explain_decision, learned_policy_in
+from dynakrag.policy.token_budget import budget_status, choose_lambda
 from dynakrag.state import ACTIONS, State
 
 logger = logging.getLogger(__name__)
 
 
 def decide(state: State, policy: Policy, cfg: Configuration) -> dict[str, Any]:
-    """Compute A(s), score it with the policy and record the chosen action."""
-    actions = valid_actions(state, cfg)
+    """Compute A(s), score it with the policy and record the chosen action and why."""
+    learned = learned_policy_in(policy)
+    calibration = learned.calibration if learned is not None else None
+    cost_lambda, lambda_source = choose_lambda(cfg, calibration, policy.name)
+    if cost_lambda != cfg.cost_lambda:
+        cfg = cfg.merged({"cost_lambda": cost_lambda})
+    costs = calibration.costs if calibration is not None else None
+    reasons = invalid_reasons(state, cfg, costs)
+    actions = actions_left(state, reasons)
     scores, choice = policy.rank(state, actions, cfg)
     if choice not in actions:
         # The validity layer is a hard constraint: a policy cannot override it.
         logger.warning("policy %s chose invalid action %r", policy.name, choice)
         choice = max(actions, key=lambda a: (scores.get(a, float("-inf")), -ACTIONS.index(a)))
+    explanation = explain_decision(
+        policy,
+        state,
+        actions,
+        scores,
+        choice,
+        cfg,
+        reasons,
+        lambda_source=lambda_source,
+        budget=budget_status(state, cfg, costs),
+    )
     return {
         "valid_actions": actions,
-        "invalid_reasons": invalid_reasons(state, cfg),
+        "invalid_reasons": reasons,
         "policy_scores": {action: round(score, 6) for action, score in scores.items()},
         "next_action": choice,
+        "explanation": explanation,
     }
 
 

@@ -73,14 +73,16 @@ def fixed_successor(state: Mapping[str, Any]) -> str | None:
 def fixed_edge_decision(successor: str) -> dict[str, Any]:
     """The controller fields a fixed edge records: ``successor`` is the only choice, unscored.
 
-    The next action's trace entry copies ``valid_actions`` and ``policy_scores`` from the
-    state, so it shows the edge rather than the controller's previous, stale decision.
+    The next action's trace entry copies ``valid_actions``, ``policy_scores`` and
+    ``explanation`` from the state, so it shows the edge rather than the controller's previous,
+    stale decision.
     """
     return {
         "valid_actions": [successor],
         "invalid_reasons": {},
         "policy_scores": {},
         "next_action": successor,
+        "explanation": {"fixed_edge": f"{successor} always follows this action (fixed edge)"},
     }
 
 

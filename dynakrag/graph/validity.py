@@ -4,15 +4,21 @@ Validity is kept apart from utility: these rules only say what may run now (an a
 defined, not exhausted and not premature); the policy then ranks what is left. Every rule is a
 named, documented predicate; ``valid_actions`` always returns at least one action, so a run
 always ends.
+
+With a ``token_budget`` one more rule, ``token_budget``, blocks each action whose price (its own
+tokens plus the final answer after it) exceeds what is left of the budget
+(:func:`dynakrag.policy.token_budget.budget_status`; ``costs`` is the policy's token cost table).
+It never blocks ``stop_answer``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dynakrag.actions.bridge_entities import pending_bridge_entities
 from dynakrag.configuration import Configuration
+from dynakrag.policy.token_budget import BUDGET_RULE, TokenCosts, budget_status
 from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, State
 
 MAX_REWRITES = 2
@@ -120,22 +126,33 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def invalid_reasons(state: State, cfg: Configuration) -> dict[str, str]:
-    """For each blocked action, the name of the first rule that blocks it."""
+def invalid_reasons(
+    state: State, cfg: Configuration, costs: TokenCosts | None = None
+) -> dict[str, str]:
+    """For each blocked action, the name of the first rule that blocks it (the named rules,
+    then ``token_budget`` with the policy's token cost table ``costs``)."""
     reasons: dict[str, str] = {}
     for rule in RULES:
         if rule.blocks(state, cfg):
             for action in rule.actions:
                 reasons.setdefault(action, rule.name)
+    budget = budget_status(state, cfg, costs)
+    if budget is not None:
+        for action in sorted(budget.blocked, key=ACTIONS.index):
+            reasons.setdefault(action, BUDGET_RULE)
     if not _answered(state) and len(reasons) == len(ACTIONS):
         reasons.pop("stop_answer")  # the termination guarantee below overrides every rule
     return reasons
 
 
-def valid_actions(state: State, cfg: Configuration) -> list[str]:
-    """A(s): the actions that may run now, in canonical order; never empty before an answer."""
+def actions_left(state: State, reasons: Mapping[str, str]) -> list[str]:
+    """A(s) given the blocked actions ``reasons`` of :func:`invalid_reasons`."""
     if _answered(state):
         return []
-    blocked = invalid_reasons(state, cfg)
     # Termination guarantee: when rules block everything else, answering is always possible.
-    return [action for action in ACTIONS if action not in blocked]
+    return [action for action in ACTIONS if action not in reasons]
+
+
+def valid_actions(state: State, cfg: Configuration, costs: TokenCosts | None = None) -> list[str]:
+    """A(s): the actions that may run now, in canonical order; never empty before an answer."""
+    return actions_left(state, invalid_reasons(state, cfg, costs))

@@ -12,7 +12,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,12 +122,24 @@ class LLMClient:
         return self._call(messages, json_reply=False, max_tokens=max_tokens)
 
     def json(
-        self, messages: Messages, *, max_tokens: int | None = None
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int | None = None,
+        schema: Mapping[str, Any] | None = None,
     ) -> tuple[dict[str, Any] | None, Usage]:
-        """The reply as a JSON object, or None when no reply gave one."""
+        """The reply as a JSON object, or None when no reply gave one.
+
+        ``schema``: a JSON schema the reply must follow. In JSON mode it is sent as
+        ``response_format={"type": "json_object", "schema": ...}``, which llama.cpp turns into
+        a grammar (constrained decoding); other models get the prompt alone, so callers still
+        validate the reply.
+        """
         usage = NO_USAGE
         for _ in range(1 + self.json_retries):
-            text, attempt_usage = self._call(messages, json_reply=True, max_tokens=max_tokens)
+            text, attempt_usage = self._call(
+                messages, json_reply=True, max_tokens=max_tokens, schema=schema
+            )
             usage += attempt_usage
             if text is None:
                 return None, usage
@@ -152,11 +164,18 @@ class LLMClient:
         return self._invoke(runnable, messages)
 
     def _call(
-        self, messages: Messages, *, json_reply: bool, max_tokens: int | None = None
+        self,
+        messages: Messages,
+        *,
+        json_reply: bool,
+        max_tokens: int | None = None,
+        schema: Mapping[str, Any] | None = None,
     ) -> tuple[str | None, Usage]:
         options = request_options(self.model, max_tokens=max_tokens)
         if json_reply and self.json_mode:
             options["response_format"] = {"type": "json_object"}
+            if schema is not None:
+                options["response_format"]["schema"] = dict(schema)
         runnable: Any = self.model.bind(**options) if options else self.model
         reply, usage = self._invoke(runnable, messages)
         return (message_text(reply).strip() if reply is not None else None), usage

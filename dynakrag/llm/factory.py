@@ -40,7 +40,9 @@ def describe_backend(cfg: Configuration) -> str:
         return f"{cfg.llm_model} at {cfg.llm_base_url}"
     if os.environ.get("OPENAI_API_KEY"):
         return f"OpenAI {cfg.llm_model}"
-    return "embedded Qwen2.5-Coder-1.5B-Instruct (llama.cpp, offline)"
+    from dynakrag.llm.embedded import embedded_model
+
+    return f"embedded {embedded_model(cfg.embedded_model).title} (llama.cpp, offline)"
 
 
 def chat_model_from_config(cfg: Configuration) -> BaseChatModel:
@@ -72,6 +74,7 @@ def chat_model_from_config(cfg: Configuration) -> BaseChatModel:
         n_threads=cfg.embedded_threads,
         n_batch=cfg.embedded_batch_size,
         prompt_cache_mb=cfg.embedded_prompt_cache_mb,
+        spec=cfg.embedded_model,
     )
 
 
@@ -80,9 +83,10 @@ def config_identity(cfg: Configuration) -> str:
     key prefix and what a run records as ``llm_identity``."""
     params = f"temperature=0|max_tokens={cfg.llm_max_tokens}"
     if uses_embedded(cfg):
-        from dynakrag.llm.embedded import MODEL_FILENAME, MODEL_SHA256
+        from dynakrag.llm.embedded import embedded_model
 
-        return f"embedded:{MODEL_FILENAME}:sha256={MODEL_SHA256}|{params}"
+        model = embedded_model(cfg.embedded_model)
+        return f"embedded:{model.filename}:sha256={model.sha256}|{params}"
     endpoint = cfg.llm_base_url or "https://api.openai.com/v1"
     return f"openai-compatible:{cfg.llm_model}@{endpoint}|{params}"
 

@@ -17,7 +17,22 @@ ACTION_COSTS: dict[str, float] = {
     "stop_answer": 1.0,
     "compress_answer_evidence": 0.0,
 }
-"""c(s, a): model and retriever calls an action costs (a decomposition adds half a call)."""
+"""c(s, a): model and retriever calls an action costs (a decomposition adds half a call);
+:func:`action_cost` adds the calls of DICS compression's question analysis."""
+
+
+def action_cost(
+    action: str, state: State, cfg: Configuration, costs: Mapping[str, float] = ACTION_COSTS
+) -> float:
+    """c(s, a): ``costs[action]`` plus, for ``compress_answer_evidence``, the model calls its
+    DICS extraction makes in ``state`` (:func:`~dynakrag.dsrag.extraction.compression_model_calls`;
+    0 with the lexical compressor or the rules)."""
+    extra = 0.0
+    if action == "compress_answer_evidence":
+        from dynakrag.dsrag.extraction import compression_model_calls
+
+        extra = compression_model_calls(state, cfg)
+    return costs.get(action, 0.0) + extra
 
 
 class Policy(ABC):
@@ -37,7 +52,7 @@ class Policy(ABC):
     def scores(self, state: State, actions: Sequence[str], cfg: Configuration) -> dict[str, float]:
         """v(s, a) - lambda * c(s, a) for each valid action."""
         values = self.value(state, actions, cfg)
-        return {a: values[a] - cfg.cost_lambda * ACTION_COSTS.get(a, 0.0) for a in actions}
+        return {a: values[a] - cfg.cost_lambda * action_cost(a, state, cfg) for a in actions}
 
     def pick(
         self,

@@ -1,19 +1,25 @@
 """The learned DynaKRAG controller: random-forest action values plus a continuation guard.
 
 ``value(s, a)`` is v̂(s, a), the action-value forest's prediction on
-:func:`~dynakrag.policy.features.featurize` ``(s, a)``: the support-recall gain of an
-acquisition action, the chance that the evidence is already complete for ``sufficiency_check``,
-the support recall kept for ``stop_answer`` / ``compress_answer_evidence``. A second forest, the
-continuation model ĉ(s) over the state features, estimates the support-recall gain still
-available by going on. The guard: when ĉ(s) > ``continuation_margin`` and an acquisition action
-is valid, ``stop_answer`` and ``compress_answer_evidence`` lose ``guard_penalty`` (default 1.0,
-more than any support-recall value), so the controller does not stop early.
+:func:`~dynakrag.policy.features.featurize` ``(s, a)`` of the training labels
+(:mod:`dynakrag.training.collect`): the support-recall gain of an acquisition action and, for
+``stop_answer`` / ``compress_answer_evidence`` / ``sufficiency_check``, the F1 of the answer
+written right after it (label version 2; the shipped schema-1 policy learned support recall
+there instead). A second forest, the continuation model ĉ(s) over the state features,
+estimates the gain still available by going on (answer F1; support recall for label version
+1). The guard: when ĉ(s) > ``continuation_margin`` and an acquisition action is valid,
+``stop_answer`` and ``compress_answer_evidence`` lose ``guard_penalty`` (default 1.0, more than
+any label value), so the controller does not stop early.
 ``ablate_continuation=True`` switches the guard off (the ablation).
 
 One file holds everything (an array archive of :func:`dynakrag.files.write_arrays`; see
 :mod:`dynakrag.files` for why loading runs no code): both ensembles, the policy schema version,
-``FEATURE_SCHEMA_VERSION`` and the feature names, the per-action costs used in
-``v - lambda * c``, the hyper-parameters and the SHA-256 of the training records.
+the feature schema version the forests were trained with (a policy computes that schema's
+columns, so a file trained under an older schema keeps deciding as it did), the feature names
+and their meanings, the per-action costs used in ``v - lambda * c``, the hyper-parameters and
+the SHA-256 of the training records; after ``dynakrag calibrate``, also the λ calibration
+curve and token cost table of :mod:`dynakrag.policy.token_budget` (JSON key ``calibration``;
+files without it load as before).
 """
 
 from __future__ import annotations
@@ -28,15 +34,15 @@ from typing import Any
 
 from dynakrag.configuration import Configuration
 from dynakrag.files import ModelFileError, json_safe, read_arrays, write_arrays
-from dynakrag.policy.base import ACTION_COSTS, Policy
+from dynakrag.policy.base import ACTION_COSTS, Policy, action_cost
 from dynakrag.policy.features import (
-    FEATURE_NAMES,
     FEATURE_SCHEMA_VERSION,
-    N_STATE_FEATURES,
-    STATE_FEATURE_NAMES,
+    FEATURE_SCHEMAS,
+    feature_schema,
     featurize_many,
     state_features,
 )
+from dynakrag.policy.token_budget import CalibrationCurve
 from dynakrag.policy.value_model import TreeEnsemble
 from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, TERMINAL_ACTIONS, State
 
@@ -79,16 +85,19 @@ class LearnedPolicy(Policy):
         training_data_sha256: str = "",
         ablate_continuation: bool = False,
         info: Mapping[str, Any] | None = None,
+        feature_version: int = FEATURE_SCHEMA_VERSION,
+        calibration: CalibrationCurve | None = None,
     ) -> None:
-        if value_model.n_features != len(FEATURE_NAMES):
+        schema = feature_schema(feature_version)
+        if value_model.n_features != len(schema.names):
             raise ValueError(
                 f"the value model takes {value_model.n_features} features, "
-                f"expected {len(FEATURE_NAMES)}"
+                f"expected {len(schema.names)} (feature schema {feature_version})"
             )
-        if continuation_model.n_features != N_STATE_FEATURES:
+        if continuation_model.n_features != schema.n_state:
             raise ValueError(
                 f"the continuation model takes {continuation_model.n_features} features, "
-                f"expected {N_STATE_FEATURES}"
+                f"expected {schema.n_state} (feature schema {feature_version})"
             )
         if not math.isfinite(continuation_margin):
             raise ValueError("continuation_margin must be finite")
@@ -107,6 +116,11 @@ class LearnedPolicy(Policy):
         self.training_data_sha256 = training_data_sha256
         self.ablate_continuation = bool(ablate_continuation)
         self.info: dict[str, Any] = dict(info or {})
+        self.feature_version = schema.version
+        """The feature schema the models were trained with, and that this policy computes."""
+        self.calibration = calibration
+        """λ against tokens and quality on train rows (``dynakrag calibrate``), used by
+        ``token_budget``; None when the file has none (see :mod:`dynakrag.policy.token_budget`)."""
 
     # --- the model ------------------------------------------------------------------------
 
@@ -116,12 +130,14 @@ class LearnedPolicy(Policy):
         """v̂(s, a) for each action, without the guard."""
         if not actions:
             return {}
-        predicted = self.value_model.predict(featurize_many(state, actions, cfg))
+        rows = featurize_many(state, actions, cfg, version=self.feature_version)
+        predicted = self.value_model.predict(rows)
         return {a: float(v) for a, v in zip(actions, predicted, strict=True)}
 
     def continuation(self, state: State, cfg: Configuration) -> float:
-        """ĉ(s): the support-recall gain predicted to be still available by going on."""
-        return float(self.continuation_model.predict(state_features(state, cfg))[0])
+        """ĉ(s): the gain predicted to be still available by going on."""
+        features = state_features(state, cfg, version=self.feature_version)
+        return float(self.continuation_model.predict(features)[0])
 
     def guard_active(self, state: State, actions: Sequence[str], cfg: Configuration) -> bool:
         """Whether stopping is down-weighted now."""
@@ -140,9 +156,11 @@ class LearnedPolicy(Policy):
         return values
 
     def scores(self, state: State, actions: Sequence[str], cfg: Configuration) -> dict[str, float]:
-        """v(s, a) − λ·c(a) with the costs stored in the policy file."""
+        """v(s, a) − λ·c(s, a) with the costs stored in the policy file (plus the model calls
+        of DICS compression's extraction, :func:`~dynakrag.policy.base.action_cost`)."""
         values = self.value(state, actions, cfg)
-        return {a: values[a] - cfg.cost_lambda * self.action_costs.get(a, 0.0) for a in actions}
+        costs = self.action_costs
+        return {a: values[a] - cfg.cost_lambda * action_cost(a, state, cfg, costs) for a in actions}
 
     def with_ablated_continuation(self, ablate: bool = True) -> LearnedPolicy:
         """The same models with the continuation guard switched off (or on)."""
@@ -155,7 +173,15 @@ class LearnedPolicy(Policy):
             training_data_sha256=self.training_data_sha256,
             ablate_continuation=ablate,
             info=self.info,
+            feature_version=self.feature_version,
+            calibration=self.calibration,
         )
+
+    def with_calibration(self, calibration: CalibrationCurve | None) -> LearnedPolicy:
+        """The same policy carrying ``calibration`` (what ``dynakrag calibrate`` saves)."""
+        copy = self.with_ablated_continuation(self.ablate_continuation)
+        copy.calibration = calibration
+        return copy
 
     # --- files ----------------------------------------------------------------------------
 
@@ -165,15 +191,17 @@ class LearnedPolicy(Policy):
             "format": FILE_FORMAT,
             "schema_version": SCHEMA_VERSION,
             "policy": self.name,
-            "feature_schema_version": FEATURE_SCHEMA_VERSION,
-            "feature_names": list(FEATURE_NAMES),
-            "state_feature_names": list(STATE_FEATURE_NAMES),
+            "feature_schema_version": self.feature_version,
+            "feature_names": list(feature_schema(self.feature_version).names),
+            "state_feature_names": list(feature_schema(self.feature_version).state_names),
+            "feature_meanings": feature_schema(self.feature_version).meanings(),
             "actions": list(ACTIONS),
             "action_costs": dict(self.action_costs),
             "continuation_margin": self.continuation_margin,
             "guard_penalty": self.guard_penalty,
             "training_data_sha256": self.training_data_sha256,
             "info": json_safe(self.info),
+            **({"calibration": self.calibration.to_json()} if self.calibration else {}),
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -204,13 +232,19 @@ class LearnedPolicy(Policy):
                 f"schema version {meta.get('schema_version')!r}; this dynakrag reads "
                 f"version {SCHEMA_VERSION}"
             )
-        if meta.get("feature_schema_version") != FEATURE_SCHEMA_VERSION:
+        version = meta.get("feature_schema_version")
+        if isinstance(version, bool) or version not in FEATURE_SCHEMAS:
+            known = ", ".join(str(v) for v in FEATURE_SCHEMAS)
             raise refuse(
-                f"trained with feature schema {meta.get('feature_schema_version')!r}; this "
-                f"dynakrag computes schema {FEATURE_SCHEMA_VERSION} (retrain the policy)"
+                f"trained with feature schema {version!r}; this dynakrag computes schemas "
+                f"{known} (retrain the policy)"
             )
-        if meta.get("feature_names") != list(FEATURE_NAMES):
-            raise refuse("its feature names differ from this dynakrag's (retrain the policy)")
+        schema = FEATURE_SCHEMAS[version]
+        if meta.get("feature_names") != list(schema.names):
+            raise refuse(
+                f"its feature names differ from this dynakrag's schema {version} (retrain the "
+                "policy)"
+            )
         if meta.get("actions") != list(ACTIONS):
             raise refuse("its action list differs from this dynakrag's")
         digest = meta.get("training_data_sha256")
@@ -221,8 +255,8 @@ class LearnedPolicy(Policy):
             extra = sorted(set(arrays) ^ expected)
             raise refuse(f"unexpected or missing arrays: {', '.join(extra)}")
         try:
-            value_model = TreeEnsemble.from_arrays(arrays, _VALUE, len(FEATURE_NAMES))
-            continuation_model = TreeEnsemble.from_arrays(arrays, _CONTINUATION, N_STATE_FEATURES)
+            value_model = TreeEnsemble.from_arrays(arrays, _VALUE, len(schema.names))
+            continuation_model = TreeEnsemble.from_arrays(arrays, _CONTINUATION, schema.n_state)
             info = meta.get("info")
             return cls(
                 value_model,
@@ -233,6 +267,8 @@ class LearnedPolicy(Policy):
                 training_data_sha256=digest,
                 ablate_continuation=ablate_continuation,
                 info=info if isinstance(info, dict) else {},
+                feature_version=version,
+                calibration=_calibration(meta.get("calibration")),
             )
         except (ValueError, TypeError) as exc:
             raise refuse(str(exc)) from None
@@ -245,6 +281,11 @@ def _finite(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"expected a finite number, got {value!r}")
     return float(value)
+
+
+def _calibration(value: Any) -> CalibrationCurve | None:
+    """The optional calibration curve (absent in files written before ``dynakrag calibrate``)."""
+    return None if value is None else CalibrationCurve.from_json(value)
 
 
 def _costs(value: Any) -> dict[str, float]:

@@ -124,6 +124,47 @@ class TreeEnsemble:
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Mean leaf value over the trees for each row of ``X`` (shape ``(n, n_features)``)."""
+        x = self._rows(X)
+        if x.shape[0] == 0:
+            return np.zeros(0, dtype=np.float64)
+        rows = np.arange(x.shape[0])[:, None]
+        nodes = np.tile(self._roots, (x.shape[0], 1))
+        for _ in range(self._depth):
+            go_left = x[rows, self._feat[nodes]] <= self._thr[nodes]
+            nodes = np.where(go_left, self._left[nodes], self._right[nodes])
+        return self.value[nodes].mean(axis=1)
+
+    def path_contributions(self, X: np.ndarray) -> tuple[float, np.ndarray]:
+        """``(bias, contributions)`` with ``predict(X) == bias + contributions.sum(axis=1)``.
+
+        Path-based attribution (Saabas): walking a row down a tree, each split moves the node
+        value from the parent's to the child's; that change is credited to the split's feature.
+        A tree's leaf value is then its root value plus the changes along the path, so the
+        forest's mean is ``bias`` (the mean root value: the training mean) plus the per-feature
+        sums averaged over the trees: exact, from the stored node values, no extra model.
+        ``contributions`` has shape ``(n, n_features)``.
+        """
+        x = self._rows(X)
+        contributions = np.zeros((x.shape[0], self.n_features), dtype=np.float64)
+        bias = float(self.value[self._roots].mean())
+        if x.shape[0] == 0:
+            return bias, contributions
+        rows = np.arange(x.shape[0])[:, None]
+        nodes = np.tile(self._roots, (x.shape[0], 1))
+        flat_rows = np.broadcast_to(rows, nodes.shape)
+        for _ in range(self._depth):
+            features = self._feat[nodes]
+            go_left = x[rows, features] <= self._thr[nodes]
+            children = np.where(go_left, self._left[nodes], self._right[nodes])
+            # A leaf is its own child (delta 0), so finished paths add nothing.
+            delta = self.value[children] - self.value[nodes]
+            np.add.at(contributions, (flat_rows, features), delta)
+            nodes = children
+        return bias, contributions / self.n_trees
+
+    def _rows(self, X: np.ndarray) -> np.ndarray:
+        """``X`` as checked float64 rows, rounded through float32 as scikit-learn's trees
+        compare them (float32 inputs against float64 thresholds)."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim == 1:
             X = X[None, :]
@@ -131,16 +172,7 @@ class TreeEnsemble:
             raise ValueError(f"expected rows of {self.n_features} features, got {X.shape}")
         if not np.all(np.isfinite(X)):
             raise ValueError("features must be finite")
-        if X.shape[0] == 0:
-            return np.zeros(0, dtype=np.float64)
-        # scikit-learn's trees compare float32 inputs with float64 thresholds.
-        x = X.astype(np.float32).astype(np.float64)
-        rows = np.arange(x.shape[0])[:, None]
-        nodes = np.tile(self._roots, (x.shape[0], 1))
-        for _ in range(self._depth):
-            go_left = x[rows, self._feat[nodes]] <= self._thr[nodes]
-            nodes = np.where(go_left, self._left[nodes], self._right[nodes])
-        return self.value[nodes].mean(axis=1)
+        return X.astype(np.float32).astype(np.float64)
 
     # --- validation -----------------------------------------------------------------------
 

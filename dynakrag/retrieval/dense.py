@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,64 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / norms
 
 
+def embedded_batches(
+    passages: Sequence[Passage],
+    embeddings: Embeddings,
+    *,
+    index_kind: str,
+    batch_size: int = 32,
+    progress: bool = True,
+) -> Iterator[tuple[int, Sequence[Passage], np.ndarray]]:
+    """``(start, batch, vectors)`` for each batch of ``passages``: the L2-normalised
+    embeddings of ``title\ntext``, one row per passage, of one dimension throughout (progress
+    bar on stderr unless ``progress=False``).
+
+    What a dense index of any backend (FAISS, pgvector) stores, so they rank alike. The
+    arguments are checked now, before the caller prepares its store (``index_kind`` names
+    it in the errors); the embedding model runs as the batches are taken.
+    """
+    if not passages:
+        raise CorpusError(f"cannot build {index_kind} from an empty list of passages")
+    if batch_size < 1:
+        raise UserInputError(f"batch_size must be >= 1, got {batch_size}")
+    seen: set[str] = set()
+    for passage in passages:
+        if passage.id in seen:
+            raise CorpusError(f"duplicate passage id {passage.id!r}")
+        seen.add(passage.id)
+    return _embedded_batches(passages, embeddings, batch_size, progress)
+
+
+def _embedded_batches(
+    passages: Sequence[Passage], embeddings: Embeddings, batch_size: int, progress: bool
+) -> Iterator[tuple[int, Sequence[Passage], np.ndarray]]:
+    dimension: int | None = None
+    with progress_bar(
+        total=len(passages),
+        desc="embedding passages",
+        unit="passage",
+        file=sys.stderr,
+        disable=not progress,
+    ) as bar:
+        for start in range(0, len(passages), batch_size):
+            batch = passages[start : start + batch_size]
+            # The title is part of what makes a passage findable (e.g. entity pages).
+            texts = [f"{p.title}\n{p.text}" if p.title else p.text for p in batch]
+            vectors = _normalise(np.asarray(embeddings.embed_documents(texts)))
+            if vectors.ndim != 2 or vectors.shape[0] != len(batch):
+                raise CorpusError(
+                    f"embedding model returned {vectors.shape} for a batch of {len(batch)}"
+                )
+            if dimension is None:
+                dimension = int(vectors.shape[1])
+            elif vectors.shape[1] != dimension:
+                raise CorpusError(
+                    f"embedding dimension changed mid-build: {vectors.shape[1]} != {dimension}"
+                )
+            yield start, batch, vectors
+            bar.update(len(batch))
+
+
 class DenseIndex(ProvenanceMixin):
     """Passages plus their embeddings in a FAISS ``IndexFlatIP`` (exact cosine search)."""
 
@@ -74,41 +132,17 @@ class DenseIndex(ProvenanceMixin):
         progress: bool = True,
     ) -> DenseIndex:
         """Embed ``passages`` in batches (progress bar on stderr unless ``progress=False``)."""
-        if not passages:
-            raise CorpusError("cannot build a dense index from an empty list of passages")
-        if batch_size < 1:
-            raise UserInputError(f"batch_size must be >= 1, got {batch_size}")
-        seen: set[str] = set()
-        for passage in passages:
-            if passage.id in seen:
-                raise CorpusError(f"duplicate passage id {passage.id!r}")
-            seen.add(passage.id)
-
         index: faiss.Index | None = None
-        with progress_bar(
-            total=len(passages),
-            desc="embedding passages",
-            unit="passage",
-            file=sys.stderr,
-            disable=not progress,
-        ) as bar:
-            for start in range(0, len(passages), batch_size):
-                batch = passages[start : start + batch_size]
-                # The title is part of what makes a passage findable (e.g. entity pages).
-                texts = [f"{p.title}\n{p.text}" if p.title else p.text for p in batch]
-                vectors = _normalise(np.asarray(embeddings.embed_documents(texts)))
-                if vectors.ndim != 2 or vectors.shape[0] != len(batch):
-                    raise CorpusError(
-                        f"embedding model returned {vectors.shape} for a batch of {len(batch)}"
-                    )
-                if index is None:
-                    index = faiss.IndexFlatIP(int(vectors.shape[1]))
-                elif vectors.shape[1] != index.d:
-                    raise CorpusError(
-                        f"embedding dimension changed mid-build: {vectors.shape[1]} != {index.d}"
-                    )
-                index.add(vectors)
-                bar.update(len(batch))
+        for _, _, vectors in embedded_batches(
+            passages,
+            embeddings,
+            index_kind="a dense index",
+            batch_size=batch_size,
+            progress=progress,
+        ):
+            if index is None:
+                index = faiss.IndexFlatIP(int(vectors.shape[1]))
+            index.add(vectors)
         assert index is not None  # passages is non-empty
         return cls(index, passages, embeddings)
 

@@ -19,6 +19,10 @@
     sampled with ``seed``). Either way the thresholds are fitted on the given passages' BM25
     statistics, so they match the corpus being searched.
 
+A saved dense index (``dense=``, from :func:`open_index`: a FAISS index folder or a pgvector
+collection URL) stands in for embedding the passages; BM25 and the other tiers are built over
+the same passages, so ``hybrid`` fuses a pgvector collection with BM25 as it fuses FAISS.
+
 This module sits in the routing layer because ``routed`` needs the routers; the CLI, the
 evaluation runner, trajectory collection and the benchmarks all build searchers here.
 """
@@ -42,7 +46,14 @@ from dynakrag.retrieval.passage import Passage
 from dynakrag.routing.retriever import RetrieverTiers, fit_idf_thresholds, passage_queries
 from dynakrag.routing.thresholds import PercentileThresholds
 
-__all__ = ["MAX_FIT_QUERIES", "RETRIEVERS", "RetrieverName", "build_searcher", "needs_embeddings"]
+__all__ = [
+    "MAX_FIT_QUERIES",
+    "RETRIEVERS",
+    "RetrieverName",
+    "build_searcher",
+    "needs_embeddings",
+    "open_index",
+]
 
 RETRIEVERS: tuple[str, ...] = get_args(RetrieverName)
 """Every retriever :func:`build_searcher` knows, by name."""
@@ -66,6 +77,7 @@ def build_searcher(
     thresholds: PercentileThresholds | None = None,
     train_questions: Sequence[str] | None = None,
     seed: int = 13,
+    dense: Searcher | None = None,
 ) -> Searcher:
     """The searcher ``name`` (one of :data:`RETRIEVERS`) over ``passages``.
 
@@ -73,17 +85,19 @@ def build_searcher(
     ``index_dir``: where the dense index is loaded from, or else built and saved to (a cache:
     a stale or damaged one is rebuilt, a failed save ignored). ``progress`` shows the
     embedding bar. ``thresholds``, ``train_questions`` and ``seed`` apply to ``routed`` only
-    (see the module docstring).
+    (see the module docstring). ``dense``: a saved dense index over ``passages``
+    (:func:`open_index`), used instead of embedding them.
     """
     if name not in RETRIEVERS:
         raise UserInputError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
     if name == "bm25":
         return BM25Index.build(passages)
-    if embeddings is None:
-        from dynakrag.retrieval.embeddings import default_embeddings
+    if dense is None:
+        if embeddings is None:
+            from dynakrag.retrieval.embeddings import default_embeddings
 
-        embeddings = default_embeddings()
-    dense = _dense_index(passages, embeddings, progress=progress, index_dir=index_dir)
+            embeddings = default_embeddings()
+        dense = _dense_index(passages, embeddings, progress=progress, index_dir=index_dir)
     if name == "dense":
         return dense
     bm25 = BM25Index.build(passages)
@@ -99,6 +113,22 @@ def build_searcher(
             source="train questions" if from_questions else "corpus first sentences",
         )
     return RetrieverTiers.from_indexes(bm25, dense).routed(thresholds)
+
+
+def open_index(location: str | Path, embeddings: Embeddings) -> Searcher:
+    """A saved dense index: the pgvector collection at a ``postgresql://...?collection=NAME``
+    URL, else the FAISS index folder ``location`` (:class:`CorpusError` if there is none).
+
+    Either has ``passages`` (corpus order) for building BM25 over the same passages; pass it
+    to :func:`build_searcher` as ``dense``.
+    """
+    from dynakrag.postgres import is_postgres_url
+
+    if is_postgres_url(location):
+        from dynakrag.retrieval.pgvector import PgVectorIndex
+
+        return PgVectorIndex.open(str(location), embeddings)
+    return DenseIndex.load(location, embeddings)
 
 
 def _dense_index(

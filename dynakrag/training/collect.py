@@ -5,22 +5,30 @@ epsilon-greedy over the valid set A(s) around a behaviour policy (the heuristic 
 seeded per (seed, example, rollout). From every state a rollout visits, each valid action is
 also run once on a copy of the state (``branch=True``), so every action there has a labelled
 outcome. States are identified by their action history, so a state reached by several
-rollouts is expanded (and recorded) once. ``stop_answer`` is never executed: no final answer is
-generated during collection, it is labelled by support recall alone; a rollout ends when it
-chooses ``stop_answer`` or after ``compress_answer_evidence``.
+rollouts is expanded (and recorded) once. A rollout ends when it chooses ``stop_answer`` or
+after ``compress_answer_evidence``.
 
-Labels use the example's gold support (``QAExample.gold_sets``) and are computed outside the
-state, which never holds gold. With SR = :func:`dynakrag.eval.metrics.support_recall` of the
-ids of the state's evidence:
+Labels use the example's gold support (``QAExample.gold_sets``) and gold answers, and are
+computed outside the state, which never holds gold. With SR =
+:func:`dynakrag.eval.metrics.support_recall` of the ids of a state's evidence and F1(s) the
+answer F1 (:func:`~dynakrag.eval.metrics.f1_score` against the gold answers) of the answer the
+graph's own answer step (``stop_answer``, run with :func:`~dynakrag.graph.replay.step`) writes
+from state s:
 
-* acquisition actions: ``SR(s') - SR(s)``
-* ``sufficiency_check``: 1.0 when ``SR(s) == 1``, else 0.0
-* ``stop_answer``: ``SR(s)``
-* ``compress_answer_evidence``: ``SR(s')`` (the coverage the compression keeps)
+* acquisition actions: ``SR(s') - SR(s)`` (the support they fetched)
+* ``stop_answer``: ``F1(s)`` (the answer is right or not: the branch stops here)
+* ``compress_answer_evidence``: ``F1(s')`` (the answer written from the compressed evidence)
+* ``sufficiency_check``: ``F1(s')`` (the answer written after the check, which adds the
+  sub-answers it found)
 
-and the continuation label of a state: the best SR reached later in a rollout through it minus
-``SR(s)`` (the maximum over the rollouts that visited it; 0 for a state where every visiting
-rollout stopped).
+and the continuation label of a state: the best answer F1 reached later in a rollout through it
+minus F1 of stopping now (the maximum over the rollouts that visited it, never below 0; F1 is
+0 where stopping is not valid yet), so the continuation model learns when stopping is safe.
+Each answer is generated once per state (shared between a stop branch, the check or
+compression that led to the state, and the continuation label). Without gold answers (label
+version 1, older records) the answer actions are labelled by support recall: ``SR(s) == 1``
+for sufficiency_check, ``SR(s)`` for stop_answer, ``SR(s')`` for compress_answer_evidence,
+and the continuation by the best later SR minus ``SR(s)``.
 
 Record schema (one JSON object a line, ``RECORD_SCHEMA``)::
 
@@ -31,27 +39,45 @@ Record schema (one JSON object a line, ``RECORD_SCHEMA``)::
     step            actions taken before this state (0 at the initial state)
     history         those actions, in order (identifies the state within the example)
     feature_version FEATURE_SCHEMA_VERSION of ``features``
-    features        featurize(s, action): list of len(FEATURE_NAMES) floats; its first
-                    N_STATE_FEATURES entries are state_features(s)
+    features        featurize(s, action) in that version (kept for readers of old records)
+    state           feature_inputs(s): a compact copy of what any feature may read, so that
+                    ``dynakrag train`` recomputes the features under its own schema
+    budgets         feature_config(cfg): the settings the features read
     valid           A(s), the valid actions at s
     action          the action the record labels
     label           v(s, action) as defined above
+    label_version   2 (answer labels) or 1 (support-recall labels for the answer actions)
     sr_before       SR(s)
-    sr_after        SR(s') (SR(s) for stop_answer, which is not run)
+    sr_after        SR(s') (for stop_answer: of the final evidence the answer read)
+    f1_before       F1(s) (null where stopping is not valid or without gold answers)
+    f1_after        answer actions: F1 of the answer written right after the action, else null
+    answer          answer actions: that answer, else null
     continuation    the continuation label of s (same in every record of s)
+    continuation_support  the support-recall continuation of s (label version 1's)
     chosen          whether a rollout took this action from s
-    executed        whether the action ran (false for stop_answer)
+    executed        whether the action ran
     deltas          {retrieval_calls, llm_calls, prompt_tokens, completion_tokens} it spent
+                    (the action's own; an answer written after it is not counted)
+    question_records  how many records the question has (tells a finished question from
+                    one a killed collection cut short: :func:`finished_questions`)
+    collection      (collect only) the settings that produced it: seed, epsilon, rollouts,
+                    branching, retriever, setting
+
+Records written before ``state`` existed carry only ``features`` (schema 1) and train only a
+schema-1 policy.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import random
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -60,44 +86,70 @@ from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.errors import UserInputError
-from dynakrag.eval.metrics import state_support_recall
-from dynakrag.files import read_jsonl
+from dynakrag.eval.metrics import f1_score, state_support_recall
+from dynakrag.files import atomic_writer, read_jsonl
 from dynakrag.graph.replay import initial_state, step
 from dynakrag.graph.validity import valid_actions
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.base import Policy
-from dynakrag.policy.features import FEATURE_SCHEMA_VERSION, featurize
+from dynakrag.policy.features import (
+    FEATURE_SCHEMA_VERSION,
+    feature_config,
+    feature_inputs,
+    featurize,
+)
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
 from dynakrag.state import ACQUISITION_ACTIONS, State
+from dynakrag.training.gold import GoldBook, answer_support
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
+    "ANSWER_ACTIONS",
     "COUNTERS",
+    "LABEL_VERSION",
     "RECORD_SCHEMA",
     "collect",
+    "collection_searcher_factory",
     "demo_examples",
     "distractor_searcher_factory",
+    "finished_questions",
     "label",
     "read_records",
     "records_from_transitions",
+    "resume_collection",
+    "split_runs",
 ]
 
 RECORD_SCHEMA = "dynakrag-transition/1"
+LABEL_VERSION = 2
+"""Version of the label definitions (records carry it as ``label_version``; 1 before answers)."""
+ANSWER_ACTIONS: frozenset[str] = frozenset(
+    {"stop_answer", "compress_answer_evidence", "sufficiency_check"}
+)
+"""Actions labelled by the answer written right after them."""
 COUNTERS: tuple[str, ...] = ("retrieval_calls", "llm_calls", "prompt_tokens", "completion_tokens")
 GoldItems = Sequence[str | frozenset[str] | Iterable[str]]
 
 
-def label(action: str, sr_before: float, sr_after: float) -> float:
-    """v(s, a) for training, from SR(s) and SR(s') (see the module docstring)."""
+def label(action: str, sr_before: float, sr_after: float, answer_f1: float | None = None) -> float:
+    """v(s, a) for training (see the module docstring): the support-recall gain
+    ``SR(s') - SR(s)`` of an acquisition action; for an answer action (stop_answer,
+    compress_answer_evidence, sufficiency_check) ``answer_f1``, the F1 of the answer written
+    right after it. Without ``answer_f1`` (no gold answer known) an answer action keeps its
+    label-version-1 support-recall label."""
     if action in ACQUISITION_ACTIONS:
         return sr_after - sr_before
+    if action not in ANSWER_ACTIONS:
+        raise ValueError(f"unknown action {action!r}")
+    if answer_f1 is not None:
+        return answer_f1
     if action == "sufficiency_check":
         return 1.0 if sr_before >= 1.0 else 0.0
     if action == "stop_answer":
         return sr_before
-    if action == "compress_answer_evidence":
-        return sr_after
-    raise ValueError(f"unknown action {action!r}")
+    return sr_after
 
 
 # --------------------------------------------------------------------------------------------
@@ -142,6 +194,39 @@ def distractor_searcher_factory(
     return factory
 
 
+def collection_searcher_factory(
+    retriever: str, corpus: Sequence[Passage] | None = None
+) -> Callable[[QAExample], Searcher]:
+    """The searcher factory of a collection, in one process or on a worker.
+
+    Without ``corpus`` (the distractor setting) each question searches its own passages
+    (:func:`distractor_searcher_factory`). With it (the open setting) every question searches
+    one index over the pooled ``corpus``, built when the first question asks for it, so a
+    resumed collection with nothing left to do indexes nothing.
+    """
+    factory = distractor_searcher_factory(retriever)
+    if corpus is None:
+        return factory
+    pooled = QAExample(
+        id="open",
+        question="",
+        answers=(),
+        support=(),
+        passages=tuple(corpus),
+        dataset="open",
+        row=-1,
+        split="train",
+    )
+    built: list[Searcher] = []
+
+    def pooled_searcher(example: QAExample) -> Searcher:
+        if not built:
+            built.append(factory(pooled))
+        return built[0]
+
+    return pooled_searcher
+
+
 def demo_examples(seed: int = 7) -> list[QAExample]:
     """The generated demo corpus's questions as training examples over the whole corpus."""
     from dynakrag.data.demo import demo_passages
@@ -171,13 +256,21 @@ def demo_examples(seed: int = 7) -> list[QAExample]:
 
 @dataclass
 class _Outcome:
-    state: State | None  # None for stop_answer (never run)
+    """What running one action from a state gave."""
+
+    state: State | None  # None when not run (a logged stop_answer without its final state)
     sr_after: float
     deltas: dict[str, int]
+    answer: str | None = None
+    """Answer actions: the answer written right after the action (from ``state``)."""
+    f1: float | None = None
+    """Its F1 against the gold answers (None without gold answers or for acquisition)."""
 
 
 @dataclass
 class _Node:
+    """A visited state, its outcomes and the labels of the state itself."""
+
     history: tuple[str, ...]
     state: State
     sr: float
@@ -185,6 +278,11 @@ class _Node:
     outcomes: dict[str, _Outcome] = field(default_factory=dict)
     chosen: set[str] = field(default_factory=set)
     continuation: float = 0.0
+    """Answer F1 still to gain by going on (support recall for label-version-1 records)."""
+    continuation_support: float | None = None
+    """Support recall still to gain by going on (None: same as ``continuation``)."""
+    f1: float | None = None
+    """F1 of the answer written by stopping here (None: stopping is not valid, or no gold)."""
 
 
 def _rng(seed: int, example_id: str, rollout: int) -> random.Random:
@@ -207,12 +305,17 @@ def collect(
     progress: bool = True,
     rollouts: int = 2,
     behaviour: Policy | None = None,
+    collection: Mapping[str, Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Labelled records (see the module docstring), example by example.
 
     ``searcher_factory(example)`` gives the searcher of an example (default: BM25 over its
     own passages). Raises :class:`UserInputError` for an ``eval`` example: collection is
-    training. Examples without gold support are skipped.
+    training. Examples without gold support are skipped, and so are examples during which a
+    model request failed (logged as an error: their labels would read the failure as a wrong
+    answer; a resumed collection runs them again). ``collection`` (the settings that
+    produced the records, e.g. seed and retriever) is copied into every record, so a resumed
+    collection can check that it continues the same one.
     """
     if not 0.0 <= epsilon <= 1.0:
         raise UserInputError(f"epsilon must be in [0, 1], got {epsilon}")
@@ -234,8 +337,17 @@ def collect(
         if not gold:
             continue
         resources = Resources(searcher=factory(example), llm=client)
+        failed = client.failed_requests
         nodes = _explore(example, gold, resources, cfg, behaviour, epsilon, seed, branch, rollouts)
-        yield from _records(example, nodes, cfg)
+        if client.failed_requests > failed:
+            # A failed request reads as "no answer" and would mislabel: leave the question out.
+            logger.error(
+                "question %s left out: a model request failed (%s); a rerun collects it",
+                example.id,
+                client.last_error,
+            )
+            continue
+        yield from _records(example, nodes, cfg, collection=collection)
 
 
 def _progress(examples: Iterable[QAExample]) -> Iterator[QAExample]:
@@ -245,6 +357,91 @@ def _progress(examples: Iterable[QAExample]) -> Iterator[QAExample]:
     yield from progress_bar(
         examples, total=total, desc="collecting", unit="question", file=sys.stderr
     )
+
+
+AnsweredStates = dict[tuple[str, ...], State]
+"""Final states of the answers written so far, by the history of the state answered."""
+
+
+def _answered(
+    state: State,
+    history: tuple[str, ...],
+    resources: Resources,
+    cfg: Configuration,
+    behaviour: Policy,
+    answered: AnsweredStates | None,
+) -> State:
+    """The state after the graph's own answer step from ``state`` (written once per history
+    when ``answered`` keeps them)."""
+    if answered is not None and history in answered:
+        return answered[history]
+    final = step(state, "stop_answer", resources, cfg, policy=behaviour)
+    if answered is not None:
+        answered[history] = final
+    return final
+
+
+def _answer_f1(final: State, answers: Sequence[str]) -> float | None:
+    return f1_score(str(final.get("answer") or ""), answers) if answers else None
+
+
+def _deltas(before: State, after: State) -> dict[str, int]:
+    return {c: int(after.get(c, 0)) - int(before.get(c, 0)) for c in COUNTERS}
+
+
+def _outcome(
+    node: _Node,
+    action: str,
+    resources: Resources,
+    cfg: Configuration,
+    behaviour: Policy,
+    gold: GoldItems,
+    *,
+    answers: Sequence[str] = (),
+    answered: AnsweredStates | None = None,
+) -> _Outcome:
+    """The outcome of ``action`` from ``node`` (run once with the graph's ``step``, then
+    remembered on the node); also what ``dynakrag train --branch`` runs from logged states.
+
+    An answer action also gets the answer written right after it (``stop_answer`` is that
+    answer; after ``compress_answer_evidence`` or ``sufficiency_check`` the graph's answer
+    step runs on the new state) and its F1 against ``answers``. ``answered`` shares the
+    answers between outcomes (the state after a check is also the next node)."""
+    if action in node.outcomes:
+        return node.outcomes[action]
+    if action == "stop_answer":
+        after = _answered(node.state, node.history, resources, cfg, behaviour, answered)
+    else:
+        after = step(node.state, action, resources, cfg, policy=behaviour)
+    result = _Outcome(after, state_support_recall(after, gold), _deltas(node.state, after))
+    if action in ANSWER_ACTIONS:
+        final = (
+            after
+            if action == "stop_answer"
+            else _answered(after, (*node.history, action), resources, cfg, behaviour, answered)
+        )
+        result.answer = str(final.get("answer") or "")
+        result.f1 = _answer_f1(final, answers)
+    node.outcomes[action] = result
+    return result
+
+
+def _stop_f1(
+    node: _Node,
+    resources: Resources,
+    cfg: Configuration,
+    behaviour: Policy,
+    answers: Sequence[str],
+    answered: AnsweredStates,
+) -> float | None:
+    """F1 of answering at ``node`` (None where stopping is not valid, as before any
+    evidence); the stop branch's answer when it ran."""
+    if "stop_answer" not in node.valid or not answers:
+        return None
+    if "stop_answer" in node.outcomes:
+        return node.outcomes["stop_answer"].f1
+    final = _answered(node.state, node.history, resources, cfg, behaviour, answered)
+    return _answer_f1(final, answers)
 
 
 def _explore(
@@ -261,6 +458,8 @@ def _explore(
     """Run the rollouts of one example; the visited states with their outcomes and labels."""
     root = initial_state(example.question, cfg)
     nodes: dict[tuple[str, ...], _Node] = {}
+    answered: AnsweredStates = {}
+    answers = example.answers
 
     def node_for(history: tuple[str, ...], state: State) -> _Node:
         if history not in nodes:
@@ -270,24 +469,16 @@ def _explore(
         return nodes[history]
 
     def outcome(node: _Node, action: str) -> _Outcome:
-        if action not in node.outcomes:
-            if action == "stop_answer":
-                node.outcomes[action] = _Outcome(None, node.sr, dict.fromkeys(COUNTERS, 0))
-            else:
-                after = step(node.state, action, resources, cfg, policy=behaviour)
-                node.outcomes[action] = _Outcome(
-                    after,
-                    state_support_recall(after, gold),
-                    {c: int(after.get(c, 0)) - int(node.state.get(c, 0)) for c in COUNTERS},
-                )
-        return node.outcomes[action]
+        return _outcome(
+            node, action, resources, cfg, behaviour, gold, answers=answers, answered=answered
+        )
 
     for rollout in range(rollouts):
         rng = _rng(seed, example.id, rollout)
         history: tuple[str, ...] = ()
         state = root
         path: list[_Node] = []
-        final_sr: float | None = None
+        final: _Outcome | None = None  # the compression that ended the rollout
         while True:
             node = node_for(history, state)
             if not node.valid:
@@ -306,70 +497,104 @@ def _explore(
                 break
             taken = node.outcomes[choice]
             if choice == "compress_answer_evidence":
-                final_sr = taken.sr_after
+                final = taken
                 break
             assert taken.state is not None
             history, state = (*history, choice), taken.state
-        srs = [n.sr for n in path] + ([final_sr] if final_sr is not None else [])
-        for index, visited in enumerate(path):
-            later = max(srs[index + 1 :], default=visited.sr)
-            visited.continuation = max(visited.continuation, later - visited.sr)
+        for visited in path:
+            visited.f1 = _stop_f1(visited, resources, cfg, behaviour, answers, answered)
+        srs = [n.sr for n in path] + ([final.sr_after] if final is not None else [])
+        _raise_continuation(path, srs, "continuation_support")
+        if answers:
+            f1s = [n.f1 or 0.0 for n in path] + ([final.f1 or 0.0] if final is not None else [])
+            _raise_continuation(path, f1s, "continuation")
+        else:  # no gold answer: the label-version-1 continuation
+            _raise_continuation(path, srs, "continuation")
     return nodes
 
 
+def _raise_continuation(path: Sequence[_Node], values: Sequence[float], name: str) -> None:
+    """Raise each path node's ``name`` to the best later value minus its own (``values``:
+    one per node of the path, then the value the rollout ended with, if any)."""
+    for index, visited in enumerate(path):
+        gain = max(values[index + 1 :], default=values[index]) - values[index]
+        setattr(visited, name, max(getattr(visited, name) or 0.0, gain))
+
+
 def _records(
-    example: QAExample, nodes: Mapping[tuple[str, ...], _Node], cfg: Configuration
+    example: QAExample,
+    nodes: Mapping[tuple[str, ...], _Node],
+    cfg: Configuration,
+    *,
+    collection: Mapping[str, Any] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    for node in nodes.values():
-        for action in node.valid:
-            if action not in node.outcomes:
-                continue
-            result = node.outcomes[action]
-            yield {
-                "schema": RECORD_SCHEMA,
-                "source": "collect",
-                "example_id": example.id,
-                "dataset": example.dataset,
-                "split": example.split,
-                "step": len(node.history),
-                "history": list(node.history),
-                "feature_version": FEATURE_SCHEMA_VERSION,
-                "features": featurize(node.state, action, cfg).tolist(),
-                "valid": list(node.valid),
-                "action": action,
-                "label": label(action, node.sr, result.sr_after),
-                "sr_before": node.sr,
-                "sr_after": result.sr_after,
-                "continuation": node.continuation,
-                "chosen": action in node.chosen,
-                "executed": result.state is not None,
-                "deltas": dict(result.deltas),
-            }
+    """The records of one example's nodes (the format of the module docstring)."""
+    budgets = feature_config(cfg)
+    labelled = [(n, a) for n in nodes.values() for a in n.valid if a in n.outcomes]
+    inputs = {id(node): feature_inputs(node.state) for node in nodes.values()}
+    for node, action in labelled:
+        result = node.outcomes[action]
+        state = inputs[id(node)]
+        answer_label = action in ANSWER_ACTIONS and result.f1 is not None
+        record = {
+            "schema": RECORD_SCHEMA,
+            "source": "collect",
+            "example_id": example.id,
+            "dataset": example.dataset,
+            "split": example.split,
+            "step": len(node.history),
+            "history": list(node.history),
+            "feature_version": FEATURE_SCHEMA_VERSION,
+            "features": featurize(state, action, cfg).tolist(),
+            "state": state,
+            "budgets": budgets,
+            "valid": list(node.valid),
+            "action": action,
+            "label": label(action, node.sr, result.sr_after, result.f1),
+            "label_version": LABEL_VERSION if answer_label or action not in ANSWER_ACTIONS else 1,
+            "sr_before": node.sr,
+            "sr_after": result.sr_after,
+            "f1_before": node.f1,
+            "f1_after": result.f1,
+            "answer": result.answer,
+            "continuation": node.continuation,
+            "continuation_support": (
+                node.continuation
+                if node.continuation_support is None
+                else node.continuation_support
+            ),
+            "chosen": action in node.chosen,
+            "executed": result.state is not None,
+            "deltas": dict(result.deltas),
+            "question_records": len(labelled),
+        }
+        if collection is not None:
+            record["collection"] = dict(collection)
+        yield record
+
+
+def finished_questions(records: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """The ``(dataset, example_id)`` of questions whose records are all in ``records``: a
+    question cut short (a killed collection wrote part of it) is left out, and so are records
+    without a ``question_records`` count."""
+    counts: dict[tuple[str, str], int] = {}
+    expected: dict[tuple[str, str], int] = {}
+    for record in records:
+        key = (str(record.get("dataset", "")), str(record.get("example_id", "")))
+        counts[key] = counts.get(key, 0) + 1
+        total = record.get("question_records")
+        if isinstance(total, int) and not isinstance(total, bool):
+            expected[key] = total
+    return {key for key, total in expected.items() if counts[key] == total}
 
 
 # --------------------------------------------------------------------------------------------
 # Logged runs
 
 
-def records_from_transitions(
-    transitions: Iterable[Any],
-    gold_by_question: Mapping[str, GoldItems],
-    cfg: Configuration | None = None,
-    *,
-    dataset: str = "log",
-    split: str = "train",
-) -> list[dict[str, Any]]:
-    """Records from logged ``Transition``s (``read_transitions``) of questions with known gold.
-
-    ``gold_by_question`` maps a question (as the state holds it) to its gold support.
-    Transitions of other questions are skipped, and so is a ``stop_answer`` reached by the
-    fixed edge after compression (no decision). The run's actual next state gives ``sr_after``;
-    each decision has one record (``chosen`` true) and no branches; ``example_id`` is the
-    thread id. ``split`` must be ``"train"``.
-    """
-    if split != "train":
-        raise UserInputError("records of logged runs are training data: split must be 'train'")
-    cfg = cfg or Configuration()
+def split_runs(transitions: Iterable[Any]) -> list[list[Any]]:
+    """Logged ``Transition``s (thread by thread, by step) cut into runs: a new run starts on
+    a new thread or where the trace is empty again (a later question on the same thread)."""
     runs: list[list[Any]] = []
     for transition in transitions:
         start = not (transition.state.get("trace") or [])
@@ -377,48 +602,152 @@ def records_from_transitions(
         if start or not same:
             runs.append([])
         runs[-1].append(transition)
+    return runs
+
+
+def records_from_transitions(
+    transitions: Iterable[Any],
+    gold: GoldBook | Mapping[str, GoldItems],
+    cfg: Configuration | None = None,
+    *,
+    dataset: str = "log",
+    split: str = "train",
+    branch: Resources | None = None,
+    behaviour: Policy | None = None,
+) -> list[dict[str, Any]]:
+    """Records from logged ``Transition``s (``read_transitions``) of runs with known gold.
+
+    ``gold``: a :class:`~dynakrag.training.gold.GoldBook` (a run matches by run id, else by
+    normalised question), or a mapping of questions to gold support. Runs without gold, and
+    runs tagged ``split="eval"`` (eval rows never train), are skipped, and so is a
+    ``stop_answer`` reached by the fixed edge after compression (no decision: its answer labels
+    the compression). Each logged decision gives a record of the action taken (``chosen``
+    true) whose outcome is the run's actual next state; an answer action is labelled by the F1
+    of the answer the run wrote right after it, when the log holds that answer (else by
+    support recall, label version 1). A gold row without support labels by the answer alone
+    (:func:`~dynakrag.training.gold.answer_support` over every passage the run and its branches
+    saw: weaker).
+
+    ``branch``: the resources (searcher, model) of the runs' corpus; with them every other
+    valid action is also run once from each logged state with collection's branching
+    (:func:`_outcome`: the graph's own ``step``, scores from ``behaviour``, heuristic by
+    default), answers included, for the paper's counterfactual labels, and the continuation
+    label is the answer F1 still to gain, as in collection (without branches it is the support
+    recall still to gain). ``example_id`` is the run id (``/2``, ``/3``... for later runs on the
+    same thread); ``source`` is "log". ``split`` must be ``"train"``.
+    """
+    if split != "train":
+        raise UserInputError("records of logged runs are training data: split must be 'train'")
+    cfg = cfg or Configuration()
+    book = gold if isinstance(gold, GoldBook) else GoldBook.from_support(gold)
+    if branch is not None and behaviour is None:
+        from dynakrag.policy.heuristic import HeuristicPolicy
+
+        behaviour = HeuristicPolicy()
     records: list[dict[str, Any]] = []
-    for run in runs:
-        question = run[0].state.get("question")
-        gold = gold_by_question.get(question) if isinstance(question, str) else None
-        if not gold:
+    runs_of_thread: dict[str, int] = {}
+    for run in split_runs(transitions):
+        thread = run[0].thread_id
+        runs_of_thread[thread] = runs_of_thread.get(thread, 0) + 1
+        if run[0].run.get("split") == "eval":
             continue
-        srs = [state_support_recall(t.state, gold) for t in run]
-        srs.append(state_support_recall(run[-1].next_state, gold))
-        for index, transition in enumerate(run):
-            history = [e["action"] for e in transition.state.get("trace") or []]
-            if transition.action == "stop_answer" and history[-1:] == ["compress_answer_evidence"]:
-                continue
-            sr_before, sr_after = srs[index], srs[index + 1]
-            if transition.action == "stop_answer":
-                sr_after = sr_before
-            deltas = {
-                c: int(transition.next_state.get(c, 0)) - int(transition.state.get(c, 0))
-                for c in COUNTERS
-            }
-            records.append(
-                {
-                    "schema": RECORD_SCHEMA,
-                    "source": "log",
-                    "example_id": transition.thread_id,
-                    "dataset": dataset,
-                    "split": split,
-                    "step": len(history),
-                    "history": history,
-                    "feature_version": FEATURE_SCHEMA_VERSION,
-                    "features": featurize(transition.state, transition.action, cfg).tolist(),
-                    "valid": list(transition.state.get("valid_actions") or []),
-                    "action": transition.action,
-                    "label": label(transition.action, sr_before, sr_after),
-                    "sr_before": sr_before,
-                    "sr_after": sr_after,
-                    "continuation": max(0.0, max(srs[index + 1 :]) - sr_before),
-                    "chosen": True,
-                    "executed": True,
-                    "deltas": deltas,
-                }
-            )
+        question = run[0].state.get("question")
+        row = book.match(thread, question if isinstance(question, str) else None)
+        if row is None:
+            continue
+        number = runs_of_thread[thread]
+        example = QAExample(
+            id=thread if number == 1 else f"{thread}/{number}",
+            question=str(question or ""),
+            answers=tuple(row.answers),
+            support=(),
+            passages=(),
+            dataset=dataset,
+            row=-1,
+            split=split,
+        )
+        nodes = _logged_nodes(run, example, row.support, cfg, branch, behaviour)
+        records.extend({**record, "source": "log"} for record in _records(example, nodes, cfg))
     return records
+
+
+def _logged_nodes(
+    run: Sequence[Any],
+    example: QAExample,
+    support: GoldItems,
+    cfg: Configuration,
+    branch: Resources | None,
+    behaviour: Policy | None,
+) -> dict[tuple[str, ...], _Node]:
+    """One logged run as collection's nodes: its decisions with their logged outcomes (and
+    branches), labelled as :func:`_explore` labels a rollout."""
+    answers = example.answers
+    answered: AnsweredStates = {}
+    answering: dict[str, Any] = {"answers": answers, "answered": answered}
+    for transition in run:  # the logged answers, so branches reuse them instead of asking again
+        if transition.action == "stop_answer":
+            answered[_history(transition.state)] = transition.next_state
+    nodes: dict[tuple[str, ...], _Node] = {}
+    ending: _Outcome | None = None  # the compression that ended the run
+    for transition in run:
+        history = _history(transition.state)
+        if transition.action == "stop_answer" and history[-1:] == ("compress_answer_evidence",):
+            continue
+        valid = list(transition.state.get("valid_actions") or [transition.action])
+        node = _Node(history, transition.state, 0.0, valid)
+        taken = _Outcome(
+            transition.next_state, 0.0, _deltas(transition.state, transition.next_state)
+        )
+        if transition.action in ANSWER_ACTIONS:
+            after = history if transition.action == "stop_answer" else (*history, transition.action)
+            final = answered.get(after)
+            if final is not None:
+                taken.answer = str(final.get("answer") or "")
+                taken.f1 = _answer_f1(final, answers)
+        node.outcomes[transition.action] = taken
+        node.chosen.add(transition.action)
+        if transition.action == "compress_answer_evidence":
+            ending = taken
+        if branch is not None and behaviour is not None:
+            possible = valid_actions(transition.state, cfg)
+            for action in (a for a in valid if a in possible):
+                _outcome(node, action, branch, cfg, behaviour, support, **answering)
+        nodes[history] = node
+    gold = support or _answer_gold(answers, nodes.values(), answered.values())
+    path = list(nodes.values())
+    for node in path:
+        node.sr = state_support_recall(node.state, gold)
+        for outcome in node.outcomes.values():
+            after = outcome.state
+            outcome.sr_after = state_support_recall(after, gold) if after else node.sr
+        if branch is not None and behaviour is not None:
+            node.f1 = _stop_f1(node, branch, cfg, behaviour, answers, answered)
+        elif "stop_answer" in node.outcomes:
+            node.f1 = node.outcomes["stop_answer"].f1
+    srs = [n.sr for n in path] + ([ending.sr_after] if ending is not None else [])
+    _raise_continuation(path, srs, "continuation_support")
+    if answers and branch is not None:
+        f1s = [n.f1 or 0.0 for n in path] + ([ending.f1 or 0.0] if ending is not None else [])
+        _raise_continuation(path, f1s, "continuation")
+    else:  # without branches, stopping earlier was never tried: support recall to gain
+        _raise_continuation(path, srs, "continuation")
+    return nodes
+
+
+def _history(state: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(entry["action"] for entry in state.get("trace") or [])
+
+
+def _answer_gold(
+    answers: Sequence[str], nodes: Iterable[_Node], finals: Iterable[State]
+) -> GoldItems:
+    """Answer-only gold as support: the passages, among all the run and its branches saw,
+    that state a gold answer."""
+    states = [*finals]
+    for node in nodes:
+        states.append(node.state)
+        states.extend(o.state for o in node.outcomes.values() if o.state is not None)
+    return answer_support(answers, [doc for s in states for doc in s.get("evidence") or []])
 
 
 # --------------------------------------------------------------------------------------------
@@ -429,3 +758,51 @@ def read_records(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]
     """The transition records of one or more JSONL files (written with
     :func:`dynakrag.files.write_jsonl`); UserInputError naming file and line if one is bad."""
     return read_jsonl(paths, schema=RECORD_SCHEMA, what="trajectories")
+
+
+def resume_collection(
+    path: str | os.PathLike[str], collection: Mapping[str, Any]
+) -> set[tuple[str, str]]:
+    """Prepare the records file of an interrupted collection for appending; the
+    ``(dataset, example_id)`` of the questions it already finished.
+
+    The records of questions a kill cut short (fewer than their ``question_records``) and a
+    last line cut mid-write are dropped, the file rewritten atomically without them, so
+    appending the rest of the collection gives the file an uninterrupted run writes (in
+    another order). Raises :class:`UserInputError` when the file holds records of other
+    collection settings than ``collection`` (they would mix two collections) or is not a
+    records file. A missing file finished nothing.
+    """
+    source = Path(path)
+    if not source.exists():
+        return set()
+    try:
+        lines = source.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"cannot read trajectories {source}: {exc}") from None
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            if number == len(lines):
+                break  # the line a kill cut short
+            raise UserInputError(f"{source} line {number}: invalid JSON") from None
+        if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
+            raise UserInputError(f"{source} line {number}: not a {RECORD_SCHEMA} record")
+        if record.get("collection") != dict(collection):
+            raise UserInputError(
+                f"{source} holds records of another collection (line {number}: "
+                f"{record.get('collection')!r}, now {dict(collection)!r}); write to another "
+                "--out, or pass --restart to replace it"
+            )
+        records.append(record)
+    finished = finished_questions(records)
+    kept = [r for r in records if (str(r.get("dataset")), str(r.get("example_id"))) in finished]
+    if len(kept) < len(lines):
+        with atomic_writer(source) as handle:
+            for record in kept:
+                handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+    return finished

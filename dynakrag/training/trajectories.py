@@ -1,21 +1,32 @@
-"""Log DynaKRAG runs to SQLite with LangGraph's ``SqliteSaver`` and read them back as transitions.
+"""Trajectory logs: DynaKRAG runs checkpointed by LangGraph, read back as transitions, plus the
+labelled training records computed from them, in one SQLite file or one PostgreSQL database.
 
-Logging: pass ``open_trajectory_log(path)`` as the ``checkpointer`` of ``build_graph`` and give
-every run a ``thread_id``::
+A log *target* is a SQLite file path or a ``postgresql://user@host:port/db`` URL
+(:func:`dynakrag.postgres.is_postgres_url`); every function here accepts either.
 
-    graph = build_graph(checkpointer=open_trajectory_log("runs.sqlite"))
-    graph.invoke({"question": q}, {"configurable": {"thread_id": "q1"}})
+Logging: pass ``open_trajectory_log(target)`` as the ``checkpointer`` of ``build_graph`` and
+give every run its own thread; :func:`run_config` makes that config (a fresh run id unless one
+is given) and tags the run::
 
-One thread per question keeps each trajectory apart; a later run on the same thread starts
-afresh (``prepare`` resets the history and the counters) but shares the thread's checkpoint
-history. LangGraph stores one checkpoint per super-step (``prepare``, ``controller``, each action
-node) in the file; its tables belong to ``langgraph-checkpoint-sqlite`` and are read here only
-through the public checkpointer and ``get_state_history`` APIs.
+    with trajectory_log("runs.sqlite") as saver:
+        graph = build_graph(checkpointer=saver)
+        graph.invoke({"question": q}, run_config(command="ask"))
 
-Reading: ``read_transitions(path)`` returns one ``Transition`` per action node that completed,
+(Opening a log and tagging a run live in :mod:`dynakrag.graph.runlog`, below evaluation, and
+are re-exported here.) The run id is the thread id (``dynakrag ask --log ... --json`` prints
+it as ``run_id``). One thread per question keeps each trajectory apart; a later run on the
+same thread starts afresh (``prepare`` resets the history and the counters) but shares the
+thread's checkpoint history.
+LangGraph stores one checkpoint per super-step (``prepare``, ``controller``, each action node);
+its tables belong to ``langgraph-checkpoint-sqlite`` / ``langgraph-checkpoint-postgres`` and are
+read here only through the public checkpointer and ``get_state_history`` APIs. Run tags are
+flat ``dynakrag_*`` scalars in the run config's metadata, because LangGraph copies exactly
+those (str, int, float, bool values) into every checkpoint's metadata.
+
+Reading: ``read_transitions(target)`` returns one ``Transition`` per action node that completed,
 recovered from the checkpoint history of each thread (oldest first):
 
-* ``thread_id``: the run's thread (``config["configurable"]["thread_id"]``).
+* ``thread_id``: the run's thread (``config["configurable"]["thread_id"]``): its run id.
 * ``step``: LangGraph's super-step number (``metadata["step"]``) of the checkpoint where the
   action was about to run; increasing within a thread (also across several runs on it).
 * ``state``: the graph state (``StateSnapshot.values``) just before the action ran, i.e. after
@@ -30,29 +41,76 @@ recovered from the checkpoint history of each thread (oldest first):
   ran (after the next controller step), or the final state when the run ended there. So
   ``transitions[i].next_state == transitions[i + 1].state`` within one run, and a transition's
   reward can be read from the differences (``trace``, ``evidence``, counters, ``answer``).
+* ``run``: the run's tags without the prefix (``{"command": "eval", "split": "eval", ...}``;
+  empty for a run logged without them).
 
-An action that started but never completed (an error, an interrupted run) yields no transition.
-The dicts are deep copies owned by the caller.
+A run's path follows the checkpoints the graph loop wrote; checkpoints written by
+``update_state`` (how :mod:`dynakrag.training.export` copies a server's threads) count too, and
+of several children of one checkpoint the first written is the run's path (a later one is an
+edit). An action that started but never completed (an error, an interrupted run) yields no
+transition. The dicts are deep copies owned by the caller.
+
+Records: ``write_log_records(target, records)`` stores labelled training records (the JSON
+objects of :mod:`dynakrag.training.collect`) in the table ``dynakrag_records`` of the same
+database, one transaction a call, so ``dynakrag collect --log`` and its workers write there and
+``dynakrag train --log`` finds everything in one place; ``read_log_records`` and
+``logged_questions`` read them back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import sqlite3
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import BaseMessage
-from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import StateSnapshot
 
+from dynakrag.errors import UserInputError
+from dynakrag.files import canonical_json_line
+from dynakrag.graph.runlog import (
+    RUN_TAG_PREFIX,
+    LogTarget,
+    close_trajectory_log,
+    describe_log,
+    new_run_id,
+    open_trajectory_log,
+    run_config,
+    run_tags,
+    trajectory_log,
+)
+from dynakrag.postgres import connect, is_postgres_url
 from dynakrag.state import ACTIONS
 
-__all__ = ["Transition", "list_threads", "open_trajectory_log", "read_transitions"]
+__all__ = [
+    "RUN_TAG_PREFIX",
+    "LogTarget",
+    "Transition",
+    "close_trajectory_log",
+    "describe_log",
+    "list_threads",
+    "log_exists",
+    "logged_questions",
+    "new_run_id",
+    "open_trajectory_log",
+    "read_log_records",
+    "read_transitions",
+    "run_config",
+    "tee_records_into_log",
+    "trajectory_log",
+    "write_log_records",
+]
 
+RECORDS_TABLE = "dynakrag_records"
 _ACTIONS = frozenset(ACTIONS)
+_LOOP_SOURCES = frozenset({"loop", "update", "fork"})
+"""Checkpoint sources that continue a run (an ``input`` checkpoint starts a new one)."""
 
 
 @dataclass(frozen=True)
@@ -64,61 +122,47 @@ class Transition:
     state: dict[str, Any]
     action: str
     next_state: dict[str, Any]
+    run: dict[str, Any] = field(default_factory=dict)
 
 
-def open_trajectory_log(path: str | Path) -> SqliteSaver:
-    """A ``SqliteSaver`` over ``path`` (created if missing), in WAL mode, usable from any thread.
-
-    The caller owns the connection: ``saver.conn.close()`` when done.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # The saver serialises access with its own lock, so sharing the connection is safe.
-    conn = sqlite3.connect(str(path), check_same_thread=False)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        saver = SqliteSaver(conn)
-        saver.setup()
-    except BaseException:
-        conn.close()
-        raise
-    return saver
+# --------------------------------------------------------------------------------------------
+# Reading runs back
 
 
-def list_threads(path: str | Path) -> list[str]:
-    """The thread ids logged in ``path``, in the order their first checkpoint was written."""
-    saver = _open_existing(path)
-    try:
+def log_exists(target: LogTarget) -> bool:
+    """Whether there is a log to read at ``target`` (a database URL always counts)."""
+    return is_postgres_url(target) or Path(target).is_file()
+
+
+def list_threads(target: LogTarget) -> list[str]:
+    """The thread (run) ids logged in ``target``, in the order their first checkpoint was
+    written."""
+    with _existing(target) as saver:
         return _threads(saver)
-    finally:
-        saver.conn.close()
 
 
-def read_transitions(path: str | Path, thread_id: str | None = None) -> list[Transition]:
-    """The transitions logged in ``path``: of ``thread_id``, or of every thread (thread by thread).
-
-    Each thread's transitions are ordered by step. See the module docstring for the schema.
-    """
-    saver = _open_existing(path)
-    try:
-        graph = _history_reader(saver)
+def read_transitions(target: LogTarget, thread_id: str | None = None) -> list[Transition]:
+    """The transitions logged in ``target``: of ``thread_id``, or of every thread (thread by
+    thread). Each thread's transitions are ordered by step. See the module docstring."""
+    with _existing(target) as saver:
+        graph = history_reader(saver)
         threads = [thread_id] if thread_id is not None else _threads(saver)
         transitions: list[Transition] = []
         for thread in threads:
             history = graph.get_state_history({"configurable": {"thread_id": thread}})
             transitions.extend(_thread_transitions(thread, history))
         return transitions
-    finally:
-        saver.conn.close()
 
 
-def _open_existing(path: str | Path) -> SqliteSaver:
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"no trajectory log at {path}")
-    return open_trajectory_log(path)
+@contextlib.contextmanager
+def _existing(target: LogTarget) -> Iterator[BaseCheckpointSaver]:
+    if not log_exists(target):
+        raise FileNotFoundError(f"no trajectory log at {target}")
+    with trajectory_log(target) as saver:
+        yield saver
 
 
-def _threads(saver: SqliteSaver) -> list[str]:
+def _threads(saver: BaseCheckpointSaver) -> list[str]:
     first_seen: dict[str, str] = {}
     for item in saver.list(None):
         configurable = item.config["configurable"]
@@ -132,8 +176,9 @@ def _threads(saver: SqliteSaver) -> list[str]:
     return sorted(first_seen, key=lambda thread: (first_seen[thread], thread))
 
 
-def _history_reader(saver: SqliteSaver) -> Any:
-    """The DynaKRAG graph topology attached to ``saver``; it only reads, never runs a node."""
+def history_reader(saver: BaseCheckpointSaver) -> Any:
+    """The DynaKRAG graph topology attached to ``saver``, to read (or, for an export, write
+    with ``update_state``) its checkpoints; it never runs a node."""
     from dynakrag.configuration import Configuration
     from dynakrag.graph.builder import build_graph
     from dynakrag.llm.fake import ScriptedChatModel
@@ -177,9 +222,9 @@ def _thread_transitions(thread: str, history: Iterable[StateSnapshot]) -> list[T
     children: dict[str, StateSnapshot] = {}
     for snapshot in snapshots:
         parent = _parent_id(snapshot)
-        # A child written by the graph loop continues the run; an "input" child starts a new
-        # one, and "update"/"fork" children are edits. The first loop child is the run's path.
-        if parent is not None and (snapshot.metadata or {}).get("source") == "loop":
+        # A child written by the graph loop (or copied in by update_state) continues the run;
+        # an "input" child starts a new one. The first such child is the run's path.
+        if parent is not None and (snapshot.metadata or {}).get("source") in _LOOP_SOURCES:
             children.setdefault(parent, snapshot)
 
     transitions: list[Transition] = []
@@ -202,7 +247,155 @@ def _thread_transitions(thread: str, history: Iterable[StateSnapshot]) -> list[T
                 state=copy.deepcopy(dict(snapshot.values)),
                 action=action,
                 next_state=copy.deepcopy(dict(current.values)),
+                run=run_tags(snapshot.metadata),
             )
         )
     transitions.sort(key=lambda t: t.step)
     return transitions
+
+
+# --------------------------------------------------------------------------------------------
+# Labelled records in the same database
+
+_SQLITE_TABLE = f"""
+CREATE TABLE IF NOT EXISTS {RECORDS_TABLE} (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    dataset TEXT NOT NULL,
+    example_id TEXT NOT NULL,
+    record TEXT NOT NULL
+)"""
+_POSTGRES_TABLE = f"""
+CREATE TABLE IF NOT EXISTS {RECORDS_TABLE} (
+    id BIGSERIAL PRIMARY KEY,
+    dataset TEXT NOT NULL,
+    example_id TEXT NOT NULL,
+    record TEXT NOT NULL
+)"""
+_INDEX = (
+    f"CREATE INDEX IF NOT EXISTS {RECORDS_TABLE}_question ON {RECORDS_TABLE} (dataset, example_id)"
+)
+
+
+@contextlib.contextmanager
+def _records_db(target: LogTarget, *, create: bool) -> Iterator[tuple[Any, str]]:
+    """(connection with the records table, parameter placeholder) for ``target``."""
+    if is_postgres_url(target):
+        with contextlib.closing(connect(str(target))) as conn:
+            if create:
+                conn.execute(_POSTGRES_TABLE)
+                conn.execute(_INDEX)
+            yield conn, "%s"
+        return
+    path = Path(target)
+    if create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    elif not path.is_file():
+        raise FileNotFoundError(f"no trajectory log at {target}")
+    # Concurrent writers (workers) wait for each other's transactions instead of failing.
+    conn = sqlite3.connect(str(path), timeout=60.0, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        if create:
+            conn.execute(_SQLITE_TABLE)
+            conn.execute(_INDEX)
+        yield conn, "?"
+    except sqlite3.DatabaseError as exc:
+        raise UserInputError(f"{path} is not a trajectory log (SQLite): {exc}") from None
+    finally:
+        conn.close()
+
+
+def _has_records_table(conn: Any, placeholder: str) -> bool:
+    if placeholder == "?":
+        row = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (RECORDS_TABLE,)
+        ).fetchone()
+    else:
+        row = conn.execute("SELECT to_regclass(%s) AS name", (RECORDS_TABLE,)).fetchone()
+        row = row if row and row["name"] else None
+    return row is not None
+
+
+def write_log_records(target: LogTarget, records: Iterable[Mapping[str, Any]]) -> int:
+    """Append labelled ``records`` to the log's records table in ONE transaction (all or
+    none: call it once per finished question); the number written."""
+    rows = [(*_question_of(r), canonical_json_line(r)) for r in records]
+    if not rows:
+        return 0
+    with _records_db(target, create=True) as (conn, ph):
+        values = ", ".join([ph] * 3)
+        sql = f"INSERT INTO {RECORDS_TABLE} (dataset, example_id, record) VALUES ({values})"
+        if ph == "?":
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(sql, rows)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        else:
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany(sql, rows)
+    return len(rows)
+
+
+def read_log_records(target: LogTarget) -> list[dict[str, Any]]:
+    """The labelled records stored in the log, in the order they were written (none if the
+    log has no records table)."""
+    with _records_db(target, create=False) as (conn, ph):
+        if not _has_records_table(conn, ph):
+            return []
+        rows = conn.execute(f"SELECT id, record FROM {RECORDS_TABLE} ORDER BY id").fetchall()
+    records: list[dict[str, Any]] = []
+    for row in rows:
+        row_id, text = (row["id"], row["record"]) if isinstance(row, Mapping) else row
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserInputError(
+                f"{describe_log(target)}: record {row_id} is not valid JSON ({exc.msg})"
+            ) from None
+        if not isinstance(record, dict):
+            raise UserInputError(f"{describe_log(target)}: record {row_id} is not a JSON object")
+        records.append(record)
+    return records
+
+
+def logged_questions(target: LogTarget) -> set[tuple[str, str]]:
+    """``(dataset, example_id)`` of every question with records in the log (to resume a
+    collection without redoing finished questions)."""
+    if not log_exists(target):
+        return set()
+    with _records_db(target, create=False) as (conn, ph):
+        if not _has_records_table(conn, ph):
+            return set()
+        rows = conn.execute(f"SELECT DISTINCT dataset, example_id FROM {RECORDS_TABLE}").fetchall()
+    return {
+        (row["dataset"], row["example_id"]) if isinstance(row, Mapping) else (row[0], row[1])
+        for row in rows
+    }
+
+
+def tee_records_into_log(
+    records: Iterable[Mapping[str, Any]], target: LogTarget
+) -> Iterator[Mapping[str, Any]]:
+    """Pass ``records`` on while writing them into the log, each question's records in one
+    transaction (collection yields question by question), so an interrupted collection leaves
+    only whole questions in the log. A question is written before its last record is passed on
+    when the records say how many it has (``question_records``), else when the next question
+    starts."""
+    pending: list[Mapping[str, Any]] = []
+    for record in records:
+        if pending and _question_of(record) != _question_of(pending[-1]):
+            write_log_records(target, pending)
+            pending = []
+        pending.append(record)
+        if record.get("question_records") == len(pending):
+            write_log_records(target, pending)
+            pending = []
+        yield record
+    write_log_records(target, pending)
+
+
+def _question_of(record: Mapping[str, Any]) -> tuple[str, str]:
+    return (str(record.get("dataset", "")), str(record.get("example_id", "")))

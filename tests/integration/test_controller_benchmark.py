@@ -11,10 +11,11 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from dynakrag.policy.features import FEATURE_NAMES, N_STATE_FEATURES
+from dynakrag.policy.features import FEATURE_NAMES
 from dynakrag.policy.learned import LearnedPolicy
 from dynakrag.policy.value_model import TreeEnsemble
 from tests.benchmark_scripts import benchmark_module
+from tests.fakes import constant_tree
 from tests.markers import needs_data
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -47,16 +48,7 @@ def policy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         threshold=np.array([0.5, -2.0, -2.0]),
         value=np.array([0.0, 0.3, 0.8]),
     )
-    continuation = TreeEnsemble(
-        n_features=N_STATE_FEATURES,
-        offsets=np.array([0, 1]),
-        children_left=np.array([-1]),
-        children_right=np.array([-1]),
-        feature=np.array([-2]),
-        threshold=np.array([-2.0]),
-        value=np.array([0.2]),
-    )
-    return LearnedPolicy(value, continuation).save(tmp_path_factory.mktemp("p") / "tiny.npz")
+    return LearnedPolicy(value, constant_tree(0.2)).save(tmp_path_factory.mktemp("p") / "tiny.npz")
 
 
 def test_benchmark_smoke_with_the_fake_model(

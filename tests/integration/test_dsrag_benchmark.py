@@ -11,11 +11,10 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-import torch
 
 from dynakrag.data.datasets import load_examples
 from tests.benchmark_scripts import benchmark_module
-from tests.fakes import HashedWords
+from tests.fakes import HashedWords, tiny_selector_file
 from tests.markers import needs_data
 
 DIM = 32
@@ -33,12 +32,7 @@ def benchmark() -> Iterator[ModuleType]:
 @pytest.fixture(scope="module")
 def selector_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An untrained GS selector (it scores as anchor-text cosine) over :class:`HashedWords`."""
-    from dynakrag.dsrag.selector import GraphSelectionModel, GraphSelector
-
-    selector = GraphSelector(HashedWords(DIM), heads=2, mlp_hidden=8, dropout=0.0)
-    torch.manual_seed(0)
-    selector.model_ = GraphSelectionModel(selector.architecture(DIM))
-    return selector.save(tmp_path_factory.mktemp("gs") / "tiny.npz")
+    return tiny_selector_file(tmp_path_factory.mktemp("gs"), DIM, mlp_hidden=8)
 
 
 @pytest.fixture(autouse=True)
@@ -138,8 +132,9 @@ def test_smoke_with_the_llm_extraction(
     assert set(data) == {"meta", "table7", "table8"}
     (row,) = data["table8"]["rows"]
     assert row["anls"] is None and row["decompositions"] == {"llm": 1}
-    # EPQD plus one entity request per sub-question (the stand-in pairs nothing).
-    assert row["llm_calls"] >= 2
+    # One question analysis gives the sub-questions and the criteria (no answer asked).
+    assert row["llm_calls"] == 1
+    assert row["criteria_equal_people"] == 1.0
     assert "LLM entity prompt" in data["table7"]["entity_step"]
 
 

@@ -17,10 +17,22 @@ pytestmark = pytest.mark.slow
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 NEEDS_DATA = {"evaluation"}  # notebooks that read the benchmark samples
-EXPECTED_NOTEBOOKS = {"quickstart", "evaluation", "train_policy", "dics_walkthrough"}
+EXPECTED_NOTEBOOKS = {
+    "quickstart",
+    "evaluation",
+    "train_policy",
+    "dics_walkthrough",
+    "retrain_from_logs",
+}
 PRINTS: dict[str, tuple[str, ...]] = {
     # What a notebook must show besides an answer (its point, not just that it ran).
     "train_policy": ("labelled (state, action) records", "held-out R²", "| retrained |"),
+    "retrain_from_logs": (
+        "4 runs by support, 2 by answers only",
+        "held-out R² per action",
+        "decisions of the new policy on the logged states",
+        "| retrained |",
+    ),
     "dics_walkthrough": (
         "| # | segment | sub-question |",
         "core node: birth date",

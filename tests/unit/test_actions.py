@@ -613,7 +613,13 @@ def test_compress_writes_no_controller_fields_the_graph_records_its_fixed_edge()
     res, _ = resources()
     state = make_state(evidence=[doc("ada"), doc("tom")], sub_questions=ANSWERED)
     update = compress_answer_evidence(state, res, Configuration())
-    controller_fields = {"valid_actions", "invalid_reasons", "policy_scores", "next_action"}
+    controller_fields = {
+        "valid_actions",
+        "invalid_reasons",
+        "policy_scores",
+        "next_action",
+        "explanation",
+    }
     assert not controller_fields & update.keys()
     node_update = run_action("compress_answer_evidence", state, res, Configuration())
     assert node_update["next_action"] == FIXED_EDGES["compress_answer_evidence"] == "stop_answer"

@@ -19,7 +19,7 @@ from dynakrag.cli import train as train_command
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.errors import UserInputError
-from dynakrag.eval.metrics import support_recall
+from dynakrag.eval.metrics import f1_score, support_recall
 from dynakrag.files import write_jsonl
 from dynakrag.graph.replay import apply_update, initial_state, replay, step
 from dynakrag.llm.client import LLMClient
@@ -160,8 +160,10 @@ def test_records_follow_the_schema(records: list[dict[str, Any]]) -> None:
         assert record["action"] in record["valid"]
         assert record["step"] == len(record["history"])
         assert set(record["deltas"]) == set(COUNTERS)
-        assert 0.0 <= record["continuation"] <= 1.0 - record["sr_before"] + 1e-12
-        assert record["executed"] == (record["action"] != "stop_answer")
+        assert 0.0 <= record["continuation_support"] <= 1.0 - record["sr_before"] + 1e-12
+        assert 0.0 <= record["continuation"] <= 1.0 - (record["f1_before"] or 0.0) + 1e-12
+        assert record["executed"] and record["label_version"] == 2
+        assert record["features"] == featurize(record["state"], record["action"], CFG).tolist()
         json.dumps(record, allow_nan=False)
     # Each state's records share one continuation label and one state feature vector.
     by_state: dict[tuple, list[dict[str, Any]]] = {}
@@ -176,18 +178,20 @@ def test_records_follow_the_schema(records: list[dict[str, Any]]) -> None:
 
 
 def test_labels_follow_the_definitions(records: list[dict[str, Any]]) -> None:
+    by_id = {e.id: e for e in TRAIN}
     for r in records:
         if r["action"] in ACQUISITION_ACTIONS:
             assert r["label"] == pytest.approx(r["sr_after"] - r["sr_before"])
-        elif r["action"] == "sufficiency_check":
-            assert r["label"] == (1.0 if r["sr_before"] == 1.0 else 0.0)
-        elif r["action"] == "stop_answer":
-            assert r["label"] == r["sr_before"] == r["sr_after"]
-            assert r["deltas"] == dict.fromkeys(COUNTERS, 0)
-        else:
-            assert r["label"] == r["sr_after"]
+            assert r["answer"] is None and r["f1_after"] is None
+        else:  # answer actions: the F1 of the answer written right after them
+            answers = by_id[r["example_id"]].answers
+            assert r["label"] == r["f1_after"] == f1_score(r["answer"], answers)
+        if r["action"] == "stop_answer":
+            # The graph's answer step ran: one model call, the answer's F1 is F1(s).
+            assert r["deltas"]["llm_calls"] == 1 and r["f1_before"] == r["f1_after"]
     labels = Counter((r["action"], r["label"]) for r in records)
-    assert labels[("sufficiency_check", 1.0)] and labels[("sufficiency_check", 0.0)]
+    for action in ("sufficiency_check", "stop_answer", "compress_answer_evidence"):
+        assert labels[(action, 1.0)] and labels[(action, 0.0)], action
 
 
 def test_labels_match_hand_computed_support_recall(records: list[dict[str, Any]]) -> None:
@@ -227,8 +231,17 @@ def test_continuation_is_the_gain_still_reached_later(records: list[dict[str, An
         reached = [r["sr_before"] for r in mine] + [
             r["sr_after"] for r in mine if r["chosen"] and r["action"] == "compress_answer_evidence"
         ]
-        assert start["sr_before"] == 0.0 and start["continuation"] == max(reached)
-    assert any(0 < r["continuation"] < 1 for r in records)
+        assert start["sr_before"] == 0.0 and start["continuation_support"] == max(reached)
+        # The answer continuation: stopping is not valid at the start (F1 counts as 0), so it
+        # is the best answer F1 of any state or compression of the example.
+        answered = [r["f1_before"] or 0.0 for r in mine] + [
+            r["f1_after"] for r in mine if r["chosen"] and r["action"] == "compress_answer_evidence"
+        ]
+        assert start["f1_before"] is None and start["continuation"] == max(answered)
+    assert any(0 < r["continuation_support"] < 1 for r in records)
+    # Where the answer is already right, going on gains nothing.
+    right = [r for r in records if r["f1_before"] == 1.0]
+    assert right and all(r["continuation"] == 0.0 for r in right)
 
 
 def test_collection_is_seeded_and_can_skip_branching() -> None:
@@ -330,10 +343,14 @@ def test_fit_reports_and_is_deterministic(records: list[dict[str, Any]], tmp_pat
 def test_fit_refuses_bad_records(records: list[dict[str, Any]]) -> None:
     with pytest.raises(UserInputError, match="eval"):
         fit_policy([{**records[0], "split": "eval"}], progress=False)
-    with pytest.raises(UserInputError, match="feature version"):
-        fit_policy([{**records[0], "feature_version": 0}], progress=False)
+    # Records without a state (written before records kept one) train only their own schema.
+    old = {k: v for k, v in records[0].items() if k not in ("state", "budgets")}
+    with pytest.raises(UserInputError, match="only features of schema 0"):
+        fit_policy([{**old, "feature_version": 0}], progress=False)
     with pytest.raises(UserInputError, match="features"):
-        fit_policy([{**records[0], "features": [1.0]}], progress=False)
+        fit_policy([{**old, "features": [1.0]}], progress=False)
+    with pytest.raises(UserInputError, match="budgets"):
+        fit_policy([{**records[0], "budgets": {"max_steps": "4"}}], progress=False)
     with pytest.raises(UserInputError, match="no training records"):
         fit_policy([], progress=False)
 
@@ -390,7 +407,7 @@ def test_collect_refuses_the_eval_split(tmp_path: Path) -> None:
 def test_collect_then_train_from_the_command_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(collect_command, "make_llm", lambda cfg: llm())
+    monkeypatch.setattr(collect_command, "make_llm", lambda cfg, **options: llm())
     out = tmp_path / "t.jsonl"
     argv = ["collect", "--dataset", "demo", "--out", str(out), "--limit", "4"]
     assert run_cli([*argv, "--retriever", "bm25", "--epsilon", "0.5"]) == 0

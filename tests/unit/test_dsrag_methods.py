@@ -20,14 +20,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from langchain_core.messages import BaseMessage
 
 from dynakrag import prompts
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.dsrag.epqd import rule_decompose
-from dynakrag.dsrag.selector import GraphSelectionModel, GraphSelector, TextEncoder
+from dynakrag.dsrag.selector import TextEncoder
 from dynakrag.eval import runner
 from dynakrag.eval.methods import METHODS, Method, MethodResult
 from dynakrag.eval.methods import dsrag as dsrag_methods
@@ -42,10 +41,15 @@ from dynakrag.eval.methods.dsrag import (
 )
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
-from dynakrag.policy.base import Policy
 from dynakrag.retrieval.passage import Passage
-from dynakrag.state import ACTIONS, State
-from tests.fakes import HashedWords, KeywordSearcher, passages_in, prompt_kind
+from tests.fakes import (
+    HashedWords,
+    KeywordSearcher,
+    ScriptedPolicy,
+    passages_in,
+    prompt_kind,
+    tiny_selector_file,
+)
 
 DIM = 64
 METHOD_NAMES = ("dsrag", "nonqd-rerank", "epqd-rerank-subq", "epqd-rerank-origq")
@@ -80,10 +84,7 @@ class EmptySearcher:
 @pytest.fixture(scope="module")
 def selector_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny GS selector file over :class:`HashedWords` (untrained: anchor-text cosine)."""
-    selector = GraphSelector(HashedWords(DIM), heads=2, mlp_hidden=16, dropout=0.0)
-    torch.manual_seed(0)
-    selector.model_ = GraphSelectionModel(selector.architecture(DIM))  # the fitted attribute
-    return selector.save(tmp_path_factory.mktemp("gs") / "tiny.npz")
+    return tiny_selector_file(tmp_path_factory.mktemp("gs"), DIM)
 
 
 @pytest.fixture(autouse=True)
@@ -290,14 +291,14 @@ def test_replies_that_are_not_json_fall_back_to_the_rules(selector_path: Path) -
 
     result = run(DsragMethod(), selector_path, respond=chatty, dsrag_extraction="llm")
     details = result.details
-    # EPQD asked once and fell back; every sub-question's entity request fell back too.
+    # The one question analysis was asked once and fell back to the whole rule path.
     assert details["decomposition"] == "fallback"
     assert details["sub_questions"] == list(rule_decompose(TWO_PEOPLE).sub_questions)
-    assert seen.count(prompts.EPQD_SYSTEM) == 1
-    assert seen.count(prompts.DSRAG_ENTITY_SYSTEM) == len(details["sub_questions"])
+    assert seen.count(prompts.ANALYSIS_SYSTEM) == 1
+    assert prompts.EPQD_SYSTEM not in seen and prompts.DSRAG_ENTITY_SYSTEM not in seen
     assert len(details["criteria"]) == 2 and len(result.evidence) == 2
-    # The failed requests are still accounted: EPQD, one entity request a sub-question, answer.
-    assert result.llm_calls == 1 + len(details["sub_questions"]) + 1
+    # The failed request is still accounted: the analysis, then the answer.
+    assert result.llm_calls == 1 + 1
     check_accounting(result)
 
 
@@ -378,19 +379,6 @@ def test_evaluate_records_context_metrics(
 
 
 # --- the graph: compression="dics", decomposition="epqd" ---------------------------------------
-
-
-class ScriptedPolicy(Policy):
-    """retrieve_more, then sufficiency_check, then compress_answer_evidence (then the edge to
-    stop_answer), whatever the state: the DS-RAG options are what is under test."""
-
-    name = "scripted"
-    order = ("retrieve_more", "sufficiency_check", "compress_answer_evidence", "stop_answer")
-
-    def value(self, state: State, actions: Sequence[str], cfg: Configuration) -> dict[str, float]:
-        done = [entry["action"] for entry in state.get("trace", [])]
-        wanted = next((a for a in self.order if a not in done), "stop_answer")
-        return {a: (1.0 if a == wanted else -float(ACTIONS.index(a))) for a in actions}
 
 
 def graph_responder(checked: list[list[str]]) -> Responder:

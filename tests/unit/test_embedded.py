@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import signal
@@ -119,7 +120,9 @@ def test_size_mismatch_raises_before_writing(tmp_path: Path) -> None:
 def test_missing_part_packages_name_the_install_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(embedded, "PART_PACKAGE_TEMPLATE", "dynakrag_no_such_part_{}")
+    default = embedded.EMBEDDED_MODELS[embedded.DEFAULT_EMBEDDED_MODEL]
+    missing = dataclasses.replace(default, part_package_template="dynakrag_no_such_part_{}")
+    monkeypatch.setitem(embedded.EMBEDDED_MODELS, default.name, missing)
     with pytest.raises(ModelUnavailableError, match=r"dynakrag\[embedded\]"):
         assemble_model(tmp_path / "cache", progress=False)
     assert embedded_available() is False

@@ -19,8 +19,10 @@ from dynakrag.policy.features import (
     ACTION_FEATURE_NAMES,
     FEATURE_NAMES,
     FEATURE_SCHEMA_VERSION,
+    FEATURE_SCHEMAS,
     N_STATE_FEATURES,
     STATE_FEATURE_NAMES,
+    feature_schema,
     featurize,
     featurize_many,
     state_features,
@@ -96,14 +98,17 @@ def test_layout_is_fixed_and_documented() -> None:
     assert len(STATE_FEATURE_NAMES) == N_STATE_FEATURES
     assert tuple(f"act_{a}" for a in ACTIONS) == ACTION_FEATURE_NAMES
     assert isinstance(FEATURE_SCHEMA_VERSION, int)
-    import dynakrag.policy.features as module
-
-    for name in FEATURE_NAMES:  # every name (or its family) is described in the docstring
-        stem = re.sub(
-            r"_(" + "|".join(ACTIONS) + r"|none|who|what|which|where|when|how)$", "", name
-        )
-        assert stem in (module.__doc__ or ""), name
-    assert not [n for n in FEATURE_NAMES if GOLD_WORDS.search(n)]
+    for version, schema in FEATURE_SCHEMAS.items():
+        assert schema.version == version and feature_schema(version) is schema
+        assert schema.names == schema.state_names + ACTION_FEATURE_NAMES
+        assert len(set(schema.names)) == len(schema.names)
+        meanings = schema.meanings()  # every column has a one-line meaning
+        assert list(meanings) == list(schema.names)
+        assert all(text and "\n" not in text for text in meanings.values())
+        assert not [n for n in schema.names if GOLD_WORDS.search(n)]
+    assert feature_schema(FEATURE_SCHEMA_VERSION).names == FEATURE_NAMES
+    with pytest.raises(ValueError, match="unknown feature schema 99"):
+        feature_schema(99)
 
 
 def test_vectors_are_finite_and_have_the_right_length() -> None:
@@ -182,5 +187,6 @@ def test_state_signals_follow_the_run() -> None:
     assert after["last_retrieve_more"] == 1 and after["last_none"] == 0
     assert after["ev_docs"] == CFG.docs_per_action
     assert after["new_doc_rate"] == 1.0
-    assert after["fr_top_score"] > 0 and after["steps_frac"] == 1 / CFG.max_steps
+    assert after["fr_added_rank"] > 0 and after["steps_frac"] == 1 / CFG.max_steps
+    assert after["ev_novelty"] == 1.0  # everything the first search added is new
     assert after["ev_since_check"] == CFG.docs_per_action and after["checked"] == 0

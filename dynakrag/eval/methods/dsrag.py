@@ -1,7 +1,8 @@
 """DS-RAG and the paper's baselines as evaluation methods (Kwon et al. 2025, Section 3.3).
 
-* ``dsrag``: EPQD sub-questions, the top ``subq_k`` (3) chunks per sub-question, DICS (one
-  chunk per selection criterion), answer.
+* ``dsrag``: the question analysis's sub-questions (one per entity asked about; EPQD's rule
+  sub-questions under ``dsrag_extraction="rules"``), the top ``subq_k`` (3) chunks per
+  sub-question, DICS (one chunk per selection criterion), answer.
 * ``nonqd-rerank``: the question's top 7 chunks, reranked to 4.
 * ``epqd-rerank-subq``: the top 3 chunks per sub-question, each list reranked against its
   sub-question, the best one kept per sub-question (a chunk kept twice counts once).
@@ -101,29 +102,28 @@ class _EPQDMethod(Method):
 
 
 class DsragMethod(_EPQDMethod):
-    """The paper's pipeline: EPQD, retrieval per sub-question, DICS, answer."""
+    """The paper's pipeline: sub-questions, retrieval per sub-question, DICS, answer.
+
+    The sub-questions and selection criteria come from one question analysis
+    (:func:`dynakrag.dsrag.pipeline.analyse`: the generator's one call with the rules as
+    repair, or the rules, per ``dsrag_extraction``), so the criteria cost no further call.
+    """
 
     name = "dsrag"
 
     def run(
         self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
     ) -> MethodResult:
-        from dynakrag.dsrag.pipeline import select_context
+        from dynakrag.dsrag.pipeline import analyse, select_for_analysis
 
         tally = Tally()
-        decomposition = self.decompose(question, llm, cfg, tally)
-        candidates = merge_evidence(
-            *self.per_sub_question(searcher, decomposition.sub_questions, tally)
-        )
+        analysis = analyse(question, llm, cfg)
+        tally.add(analysis.usage)
+        candidates = merge_evidence(*self.per_sub_question(searcher, analysis.sub_questions, tally))
         by_id = {doc["id"]: doc for doc in candidates}
-        selection = select_context(
-            question,
-            decomposition.sub_questions,
-            [(doc["id"], doc["text"]) for doc in candidates],
-            llm,
-            cfg,
+        selection = select_for_analysis(
+            analysis, [(doc["id"], doc["text"]) for doc in candidates], cfg
         )
-        tally.add(selection.usage)
         evidence = [by_id[chunk_id] for chunk_id in selection.selected_ids]
         actions = ["epqd", "retrieve_per_sub_question", "dics"]
         prediction = final_answer(self, question, evidence, llm, tally, actions)
@@ -132,13 +132,15 @@ class DsragMethod(_EPQDMethod):
             prediction,
             evidence,
             actions,
-            sub_questions=list(decomposition.sub_questions),
-            decomposition=decomposition.method,
+            sub_questions=list(analysis.sub_questions),
+            decomposition=analysis.method,
+            extraction=analysis.record(),
             candidates=len(candidates),
             criteria=[criterion.text for criterion in criteria.criteria],
             core=criteria.graph.node(criteria.core).text if criteria.core else None,
             criteria_fallback=criteria.fallback,
             dics_mode=selection.dics.mode,
+            dics_choices=selection.choices(),
         )
 
     def options(self) -> dict[str, Any]:

@@ -7,7 +7,10 @@ the gold the runner passes (``needs_gold``) and refused without it. ``ablate`` s
 off (:data:`ABLATIONS`): ``sufficiency`` (``sufficiency_check`` taken out of the valid set the
 policy ranks), ``compression`` (``compress_answer_evidence`` passes the evidence through:
 ``compression="passthrough"``), ``continuation`` (the learned policy's continuation guard
-off; needs a learned policy).
+off; needs a learned policy). ``log``: a trajectory log (SQLite file or ``postgresql://``
+URL) every question's run is checkpointed to, as its own run tagged ``command="eval"`` plus
+``log_tags`` (the CLI passes the dataset and split, so runs of eval rows never train); the
+log is opened on the first question in each process and closed by :meth:`close`.
 
 ``no_answer``: the graph has no switch for skipping the answer, so the method runs it with
 :class:`AnswerlessLLM`, an LLMClient that declines the final-answer prompt
@@ -19,7 +22,7 @@ is ``""``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dynakrag.configuration import Configuration
@@ -59,9 +62,13 @@ class AnswerlessLLM(LLMClient):
         return self.inner.text(messages, max_tokens=max_tokens)
 
     def json(
-        self, messages: Messages, *, max_tokens: int | None = None
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int | None = None,
+        schema: Mapping[str, Any] | None = None,
     ) -> tuple[dict[str, Any] | None, Usage]:
-        return self.inner.json(messages, max_tokens=max_tokens)
+        return self.inner.json(messages, max_tokens=max_tokens, schema=schema)
 
 
 ORACLE = "oracle"
@@ -88,8 +95,14 @@ class DynakragMethod(Method):
         policy: Policy | str | None = None,
         ablate: Sequence[str] = (),
         oracle_horizon: int = 2,
+        log: str | None = None,
+        log_tags: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(no_answer=no_answer)
+        self.log = log
+        self.log_tags = dict(log_tags or {})
+        self._saver: Any = None
+        self._saver_lock = threading.Lock()
         self.policy = policy
         self.ablate = tuple(dict.fromkeys(ablate))
         self.oracle_horizon = oracle_horizon
@@ -118,7 +131,41 @@ class DynakragMethod(Method):
             options["ablate"] = list(self.ablate)
         if self.policy == ORACLE:
             options["oracle_horizon"] = self.oracle_horizon
+        if self.log:
+            from dynakrag.graph.runlog import describe_log
+
+            options["log"] = describe_log(self.log)
         return options
+
+    def _checkpointer(self) -> Any:
+        """The log's checkpointer, opened once per process (None without a log)."""
+        if self.log is None:
+            return None
+        with self._saver_lock:
+            if self._saver is None:
+                from dynakrag.graph.runlog import open_trajectory_log
+
+                self._saver = open_trajectory_log(self.log)
+            return self._saver
+
+    def close(self) -> None:
+        """Close the log if this process opened it."""
+        with self._saver_lock:
+            if self._saver is not None:
+                from dynakrag.graph.runlog import close_trajectory_log
+
+                close_trajectory_log(self._saver)
+                self._saver = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # An open log does not travel to another process: each opens its own.
+        state = dict(self.__dict__)
+        state["_saver"], state["_saver_lock"] = None, None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._saver_lock = threading.Lock()
 
     def _check_policy(self, spec: Policy | str) -> Policy | None:
         """The resolved policy (None for the oracle); UserInputError for unusable settings."""
@@ -184,8 +231,16 @@ class DynakragMethod(Method):
         cfg = self.configured(cfg)
         client: LLMClient = AnswerlessLLM(llm) if self.no_answer else llm
         policy = self.make_policy(cfg, searcher, client, gold)
-        graph = build_graph(searcher, policy=policy, configuration=cfg, llm=client)
-        final = graph.invoke({"question": question})
+        checkpointer = self._checkpointer()
+        config = None
+        if checkpointer is not None:
+            from dynakrag.graph.runlog import run_config
+
+            config = run_config(**{"command": "eval", **self.log_tags})
+        graph = build_graph(
+            searcher, policy=policy, configuration=cfg, llm=client, checkpointer=checkpointer
+        )
+        final = graph.invoke({"question": question}, config)
         trace = list(final.get("trace", []))
         evidence = [
             {"id": doc["id"], "title": doc.get("title", ""), "text": doc.get("text", "")}
@@ -198,6 +253,8 @@ class DynakragMethod(Method):
         }
         if isinstance(policy, OraclePolicy):
             details["oracle"] = policy.stats()  # look-ahead cost, outside the accounting
+        if config is not None:
+            details["run_id"] = config["configurable"]["thread_id"]
         return MethodResult(
             prediction="" if self.no_answer else str(final.get("answer", "")),
             evidence=evidence,

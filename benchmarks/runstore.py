@@ -1,0 +1,126 @@
+"""What the long model-bound benchmarks share: a resumable store of finished runs with progress
+lines and an ETA, the compact record of one evaluation, and the tests' scripted reader for smoke
+runs without a model.
+
+A benchmark is a list of runs (one ``evaluate`` each). :class:`RunStore` keeps every finished
+run as one JSON file under ``<out-dir>/<name>-runs/``; a rerun after a kill reads those and
+computes only the rest, and the LLM disk cache (``evaluate(cache=True)``) makes even a run that
+was cut halfway cheap to redo.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from dynakrag.files import json_safe, read_json, write_json
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+class RunStore:
+    """Finished runs as JSON files in ``directory``; ``run`` computes only missing ones."""
+
+    def __init__(self, directory: Path, total: int, label: str, *, quiet: bool = False) -> None:
+        self.directory = directory
+        self.total = total
+        self.label = label
+        self.quiet = quiet
+        self.done = 0
+        self._computed_s: list[float] = []
+
+    def path(self, key: str) -> Path:
+        return self.directory / (re.sub(r"[^A-Za-z0-9._=-]+", "_", key) + ".json")
+
+    def run(self, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The stored result of ``key``, or ``compute()``'s, stored now."""
+        path = self.path(key)
+        self.done += 1
+        if path.is_file():
+            self._say(f"{key}: done earlier ({path.name})")
+            return read_json(path)
+        started = time.perf_counter()
+        result = json_safe(compute())
+        write_json(path, result, default=str)
+        self._computed_s.append(time.perf_counter() - started)
+        left = self.total - self.done
+        eta = statistics.fmean(self._computed_s) * left
+        self._say(f"{key}: {self._computed_s[-1]:.0f} s; {left} left, ETA {eta / 60:.1f} min")
+        return result
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            print(f"[{self.label}] {self.done}/{self.total} {text}", file=sys.stderr, flush=True)
+
+
+def first_decision(question: dict[str, Any]) -> dict[str, Any]:
+    """The explanation of a question's first controller decision (``{}`` for other methods)."""
+    trace = question.get("details", {}).get("trace") or []
+    return dict(trace[0].get("explanation") or {}) if trace else {}
+
+
+def compact(result: dict[str, Any]) -> dict[str, Any]:
+    """What a benchmark keeps of ``evaluate``'s result: the summary, the generator and per
+    question its tokens, support recall, F1 / EM and the λ its controller used."""
+    questions = []
+    for q in result["questions"]:
+        decision = first_decision(q)
+        questions.append(
+            {
+                "id": q["id"],
+                "tokens": q["prompt_tokens"] + q["completion_tokens"],
+                "support_recall": q["support_recall"],
+                "f1": q["f1"],
+                "em": q["em"],
+                "cost_lambda": decision.get("cost_lambda"),
+                "lambda_source": decision.get("lambda_source"),
+            }
+        )
+    meta = result["meta"]
+    return {
+        "summary": result["summary"],
+        "models": meta.get("models"),
+        "llm_cache": meta.get("llm_cache"),
+        "method_options": meta.get("method_options"),
+        "questions": questions,
+    }
+
+
+def scripted_reader(datasets: Sequence[str], splits: Sequence[str], limit: int | None) -> Any:
+    """The test suite's scripted reader (``tests.fakes.demo_chat_model``): knows the gold
+    answers of the first ``limit`` questions of each split and says one only when the evidence
+    states it; for smoke runs without a model."""
+    if str(_REPO) not in sys.path:
+        sys.path.insert(0, str(_REPO))  # tests/ is a package at the repository root
+    from dynakrag.data.datasets import load_examples
+    from tests.fakes import demo_chat_model
+
+    answers = {
+        ex.question: ex.answers[0] if ex.answers else ""
+        for dataset in datasets
+        for split in splits
+        for ex in load_examples(dataset, split, limit)
+    }
+    return demo_chat_model(answers)
+
+
+def figure(n_rows: int, n_cols: int, height: float) -> tuple[Any, Any]:
+    """A headless matplotlib figure (object API on an Agg canvas) and its axes grid."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(max(6.0, 4.5 * n_cols), height * n_rows), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(n_rows, n_cols, squeeze=False)
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """A table cell: ``–`` for None, floats to ``digits`` places."""
+    if value is None:
+        return "–"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)

@@ -1,0 +1,168 @@
+"""Evaluation on Dask workers: ``dynakrag eval --workers N`` or ``--scheduler ADDRESS``.
+
+Each question is one task. A worker builds what :func:`~dynakrag.eval.runner.evaluate` builds
+once per run (the embeddings memo, the open-setting searcher, the generator client with the
+LLM disk cache) once per worker, then answers whole questions with the runner's own
+per-question function (:func:`~dynakrag.eval.runner.answer_question`, handed over in the
+:class:`EvalJob`: this module sits below the runner), so each question's record is the one a
+single-process run writes (its ``latency_s`` aside); :func:`evaluate_on_workers` returns them in
+the questions' order. The method travels to the workers with the task (a ``dynakrag`` method
+with a trajectory log opens its own connection there).
+
+Resuming: with a :class:`~dynakrag.workers.Journal` (``evaluate`` keeps one beside ``out``),
+finished questions are journalled as they arrive and skipped by a rerun; a worker that dies
+loses only the question it was on, which Dask runs again on another worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+
+from dynakrag.configuration import Configuration
+from dynakrag.data.datasets import QAExample
+from dynakrag.eval.methods import Method
+from dynakrag.progress import progress_bar
+from dynakrag.retrieval.passage import Passage
+from dynakrag.workers import Journal, fan_out, pending, release_on_workers, worker_cached
+
+__all__ = ["EvalJob", "eval_question", "evaluate_on_workers"]
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """What every question of one evaluation shares; each worker builds its resources from
+    it once. ``index_dir``: where the open-setting dense index is cached (the driver builds
+    it there first, so workers on the same machine load it)."""
+
+    method: Method
+    cfg: Configuration
+    retriever: str
+    seed: int
+    answer: Callable[..., tuple[dict[str, Any], float]]
+    """The runner's per-question function (:func:`dynakrag.eval.runner.answer_question`)."""
+    memoise: Callable[[Embeddings], Embeddings]
+    """The runner's embeddings memo (:class:`dynakrag.eval.runner.MemoEmbeddings`)."""
+    no_answer: bool = False
+    cache: bool = True
+    chat_model: BaseChatModel | None = None
+    embeddings: Embeddings | None = None
+    index_dir: Path | None = None
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+class _Resources:
+    """One worker's share of an evaluation (see the module docstring)."""
+
+    def __init__(self, job: EvalJob, corpus: Sequence[Passage] | None) -> None:
+        from dynakrag.llm.cache import SQLiteLLMCache
+        from dynakrag.llm.factory import llm_client_from_config
+        from dynakrag.routing.factory import build_searcher, needs_embeddings
+
+        random.seed(job.seed)
+        # Every task brings its own copy of the method: keep the first, so a method with a
+        # trajectory log opens one connection per worker, not one per question.
+        self.method = job.method
+        self.memo: Embeddings | None = None
+        if needs_embeddings(job.retriever):
+            embeddings = job.embeddings
+            if embeddings is None:
+                from dynakrag.retrieval.embeddings import default_embeddings
+
+                embeddings = default_embeddings(batch_size=job.cfg.embedding_batch_size)
+            self.memo = job.memoise(embeddings)
+        self.open_searcher = None
+        if corpus is not None:
+            index_dir = job.index_dir if job.index_dir and job.index_dir.is_dir() else None
+            self.open_searcher = build_searcher(
+                job.retriever, corpus, embeddings=self.memo, index_dir=index_dir, seed=job.seed
+            )
+        self.llm_cache = SQLiteLLMCache.in_dir(job.cfg.cache_dir) if job.cache else None
+        self.llm = llm_client_from_config(job.cfg, chat_model=job.chat_model, cache=self.llm_cache)
+
+    def close(self) -> None:
+        """Close the method's log connection and the LLM cache file (the run is over)."""
+        close = getattr(self.method, "close", None)
+        if callable(close):
+            close()
+        if self.llm_cache is not None:
+            self.llm_cache.close()
+
+    def cache_counts(self) -> tuple[int, int]:
+        if self.llm_cache is None:
+            return 0, 0
+        stats = self.llm_cache.stats()
+        return int(stats.get("hits", 0)), int(stats.get("misses", 0))
+
+
+def eval_question(
+    example: QAExample, job: EvalJob, corpus: Sequence[Passage] | None = None
+) -> dict[str, Any]:
+    """One question's record on whichever worker runs it (a Dask task), plus its LLM cache
+    hits and misses under ``"_cache"``."""
+    resources: _Resources = worker_cached((job.run_id, "eval"), lambda: _Resources(job, corpus))
+    hits, misses = resources.cache_counts()
+    record, _ = job.answer(
+        resources.method,
+        example,
+        resources.open_searcher,
+        resources.llm,
+        job.cfg,
+        retriever=job.retriever,
+        memo=resources.memo,
+        seed=job.seed,
+        no_answer=job.no_answer,
+    )
+    after_hits, after_misses = resources.cache_counts()
+    return {**record, "_cache": {"hits": after_hits - hits, "misses": after_misses - misses}}
+
+
+def evaluate_on_workers(
+    examples: Sequence[QAExample],
+    job: EvalJob,
+    client: Any,
+    *,
+    corpus: Sequence[Passage] | None = None,
+    journal: Journal | None = None,
+    progress: bool = True,
+    desc: str = "eval",
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The records of ``examples`` in their order, run on ``client``'s workers, and the LLM
+    cache hits and misses of the questions run now (not those read from ``journal``)."""
+    done = dict(journal.done) if journal is not None else {}
+    todo = pending(examples, _key, done)
+    shared = client.scatter(list(corpus), broadcast=True) if corpus is not None else None
+    counts = {"hits": 0, "misses": 0}
+    bar = progress_bar(
+        total=len(examples),
+        initial=len(examples) - len(todo),
+        desc=desc,
+        unit="q",
+        file=sys.stderr,
+        disable=not progress,
+    )
+    with bar, contextlib.ExitStack() as cleanup:
+        cleanup.callback(release_on_workers, client, job.run_id)
+        for example, record in fan_out(
+            client, eval_question, todo, job, shared, keys=[_key(e) for e in todo]
+        ):
+            cache = record.pop("_cache")
+            counts = {name: counts[name] + cache[name] for name in counts}
+            if journal is not None:
+                journal.add(_key(example), record)
+            done[_key(example)] = record
+            bar.update(1)
+    return [done[_key(example)] for example in examples], counts
+
+
+def _key(example: QAExample) -> str:
+    return f"{example.dataset}:{example.split}:{example.id}"

@@ -1,0 +1,285 @@
+"""Fanning questions out over Dask workers, and resuming a run that was cut short.
+
+``dynakrag collect`` and ``dynakrag eval`` answer their questions one after another in one
+process by default. With ``--workers N`` they start a Dask ``LocalCluster`` of N worker
+processes (one thread each) on this machine; with ``--scheduler tcp://HOST:8786`` they send the
+questions to an existing Dask cluster. No home-made queue or server: Dask schedules, and when a
+worker dies its question is rescheduled on another one (LangGraph's and Dask's usual division
+of labour). Each question is one task, so a dead worker loses at most the question it was on.
+
+* :func:`dask_client`: the client for ``--workers`` / ``--scheduler``, closed (and a local
+  cluster stopped) at the end of the ``with`` block.
+* :func:`fan_out`: submits one task per item and yields ``(item, result)`` as tasks finish.
+* :func:`worker_cached`: what a worker builds once and reuses for every question it runs (its
+  graph's searcher, its model client), kept per worker process.
+* :class:`Journal`: the results of finished questions, one JSON line each, appended (and
+  flushed to disk) as they arrive, so a rerun after a crash skips them. Its first line is the
+  fingerprint of the run's settings: a journal of other settings is refused, not mixed in.
+
+Dask is the ``scale`` extra (``pip install 'dynakrag[scale]'``; ``make setup`` installs it).
+Task arguments travel to the workers with Dask's own serialisation (cloudpickle) over the
+cluster's connections; nothing here is persisted that way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from dynakrag.errors import UserInputError
+
+__all__ = [
+    "JOURNAL_SCHEMA",
+    "SCHEDULER_TIMEOUT_S",
+    "Journal",
+    "dask_client",
+    "fan_out",
+    "fingerprint",
+    "journal_path",
+    "pending",
+    "release_cached",
+    "release_on_workers",
+    "worker_cached",
+]
+
+JOURNAL_SCHEMA = "dynakrag-journal/1"
+SCHEDULER_TIMEOUT_S = 20
+"""Seconds Dask keeps trying to reach a ``--scheduler`` before giving up."""
+_INSTALL_HINT = "pip install 'dynakrag[scale]' (make setup installs it)"
+_CACHE_SIZE = 4
+_cache: OrderedDict[Hashable, Any] = OrderedDict()
+_cache_lock = threading.Lock()
+Item = TypeVar("Item")
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise UserInputError(f"--workers and --scheduler need Dask: {_INSTALL_HINT}") from None
+    return distributed
+
+
+@contextlib.contextmanager
+def dask_client(workers: int | None = None, scheduler: str | None = None) -> Iterator[Any]:
+    """A ``distributed.Client``: of a new local cluster of ``workers`` processes (one thread
+    each, no dashboard, loopback only), or of the cluster whose scheduler is at ``scheduler``.
+
+    Exactly one of the two must be given. A scheduler that cannot be reached is a
+    :class:`UserInputError` naming it.
+    """
+    if (workers is None) == (scheduler is None):
+        raise UserInputError("give either --workers N or --scheduler ADDRESS, not both")
+    distributed = _distributed()
+    logging.getLogger("distributed").setLevel(_log_level())
+    if scheduler is not None:
+        try:
+            client = distributed.Client(scheduler, timeout=SCHEDULER_TIMEOUT_S)
+        except (OSError, TimeoutError) as exc:
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise UserInputError(
+                f"cannot reach the Dask scheduler at {scheduler}: {reason}"
+            ) from None
+        with client:
+            yield client
+        return
+    if workers is None or workers < 1:
+        raise UserInputError(f"--workers must be >= 1, got {workers}")
+    with warnings.catch_warnings():
+        # Without a dashboard the scheduler still serves /health, on 8787 or a free port.
+        warnings.filterwarnings("ignore", message="Port .* is already in use")
+        cluster = distributed.LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=_log_level(),
+            memory_limit=0,  # no memory-based pausing or restarts: questions are small
+        )
+    try:
+        with distributed.Client(cluster) as client:
+            yield client
+    finally:
+        cluster.close()
+
+
+def _log_level() -> int:
+    """Dask's own logging: everything when this process logs debug lines
+    (``DYNAKRAG_DEBUG``), else nothing. A task's error reaches the caller as the task's
+    exception; the rest is cluster chatter (e.g. heartbeats cut short at shutdown)."""
+    return logging.DEBUG if logging.getLogger().isEnabledFor(logging.DEBUG) else logging.CRITICAL
+
+
+def fan_out(
+    client: Any,
+    function: Callable[..., Any],
+    items: Sequence[Item],
+    *args: Any,
+    keys: Sequence[str],
+) -> Iterator[tuple[Item, Any]]:
+    """``function(item, *args)`` for every item as one Dask task; ``(item, result)`` pairs in
+    the order tasks finish. ``keys`` name the tasks (unique per item, e.g. question ids).
+
+    An exception a task raises is raised here (with its type, e.g. a
+    :class:`~dynakrag.errors.UserInputError` keeps exit code 2), and the remaining tasks are
+    cancelled. A task whose worker died is retried by Dask on another worker.
+    """
+    distributed = _distributed()
+    if len(keys) != len(items) or len(set(keys)) != len(keys):
+        raise ValueError("fan_out needs one distinct key per item")
+    token = hashlib.sha256(os.urandom(8)).hexdigest()[:8]  # tasks of separate runs stay apart
+    futures = {
+        client.submit(function, item, *args, key=f"{key}-{token}", pure=False): item
+        for item, key in zip(items, keys, strict=True)
+    }
+    try:
+        for future, result in distributed.as_completed(futures, with_results=True):
+            yield futures[future], result
+    finally:
+        client.cancel(list(futures))
+
+
+def worker_cached(key: tuple[Hashable, ...], build: Callable[[], Any]) -> Any:
+    """``build()``'s result, made once per worker process for each ``key`` (the few most
+    recent keys are kept), so every question a worker runs reuses its searcher and model.
+    ``key[0]`` names the run (see :func:`release_on_workers`)."""
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    value = build()
+    with _cache_lock:
+        _cache[key] = value
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return value
+
+
+def release_cached(run: Hashable) -> int:
+    """Drop what this process keeps for ``run`` (keys starting with it), closing what has a
+    ``close()`` (database pools, cache files); how many were dropped."""
+    with _cache_lock:
+        keys = [key for key in _cache if isinstance(key, tuple) and key[:1] == (run,)]
+        values = [_cache.pop(key) for key in keys]
+    for value in values:
+        close = getattr(value, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
+    return len(values)
+
+
+def release_on_workers(client: Any, run: Hashable) -> None:
+    """:func:`release_cached` on every worker of ``client`` at the end of a run (a long-lived
+    cluster keeps no connections of finished runs)."""
+    with contextlib.suppress(Exception):  # a worker that died has nothing left to release
+        client.run(release_cached, run)
+
+
+# --------------------------------------------------------------------------------------------
+# Resuming
+
+
+def journal_path(out: str | os.PathLike[str]) -> Path:
+    """Where the journal of a run writing ``out`` lives: ``<out>.partial.jsonl`` beside it."""
+    path = Path(out)
+    return path.with_name(path.name + ".partial.jsonl")
+
+
+def fingerprint(settings: Mapping[str, Any]) -> str:
+    """A short hash of a run's settings (canonical JSON; non-JSON values by ``str``)."""
+    text = json.dumps(settings, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Journal:
+    """Finished questions of a run that may be cut short, one JSON line each.
+
+    ``Journal(path, settings)`` opens (or creates) the file; ``done`` maps each finished key to
+    its stored value; ``add(key, value)`` appends and flushes one line; ``remove()`` deletes the
+    file once the run's real output is written. A line cut by a crash is ignored (its question
+    is redone). A journal written with other ``settings`` raises :class:`UserInputError`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], settings: Mapping[str, Any]) -> None:
+        self.path = Path(path)
+        self.fingerprint = fingerprint(settings)
+        self.done: dict[str, Any] = {}
+        self._file: IO[str] | None = None
+        if self.path.is_file():
+            self._read()
+
+    def _read(self) -> None:
+        lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        header = _json_line(lines[0]) if lines else None
+        if not isinstance(header, dict) or header.get("schema") != JOURNAL_SCHEMA:
+            raise UserInputError(
+                f"{self.path} is not a dynakrag journal: move it away to start afresh"
+            )
+        if header.get("fingerprint") != self.fingerprint:
+            raise UserInputError(
+                f"{self.path} holds a partial run with other settings: rerun with the same "
+                "options to resume it, or delete it to start afresh"
+            )
+        for line in lines[1:]:
+            entry = _json_line(line)
+            if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+                self.done[entry["key"]] = entry.get("value")
+
+    def add(self, key: str, value: Any) -> None:
+        """Record ``key`` as finished with ``value`` (JSON-safe), durably."""
+        if self._file is None:
+            new = not self.path.is_file() or self.path.stat().st_size == 0
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8")
+            if new:
+                self._write({"schema": JOURNAL_SCHEMA, "fingerprint": self.fingerprint})
+        self._write({"key": key, "value": value})
+        self.done[key] = value
+
+    def _write(self, entry: Mapping[str, Any]) -> None:
+        assert self._file is not None
+        self._file.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        """Close the file (the journal stays for a rerun)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def remove(self) -> None:
+        """Close and delete the journal: the run finished and its output is written."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _json_line(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def pending(items: Iterable[Item], key: Callable[[Item], str], done: Iterable[str]) -> list[Item]:
+    """The items whose key is not among ``done``, in their order."""
+    finished = set(done)
+    return [item for item in items if key(item) not in finished]

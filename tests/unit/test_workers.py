@@ -1,0 +1,79 @@
+"""dynakrag.workers without a cluster: the resume journal and the client's argument checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dynakrag.errors import UserInputError
+from dynakrag.workers import Journal, dask_client, journal_path, pending, worker_cached
+
+SETTINGS = {"kind": "collect", "seed": 13}
+
+
+def test_journal_keeps_finished_questions_across_runs(tmp_path: Path) -> None:
+    path = journal_path(tmp_path / "out.jsonl")
+    assert path.name == "out.jsonl.partial.jsonl"
+    with Journal(path, SETTINGS) as journal:
+        journal.add("q1", [{"label": 0.5}])
+        journal.add("q2", [])
+    again = Journal(path, dict(SETTINGS))
+    assert again.done == {"q1": [{"label": 0.5}], "q2": []}
+    assert pending(["q1", "q2", "q3"], str, again.done) == ["q3"]
+    again.add("q3", [{"label": 1.0}])
+    again.remove()
+    assert not path.exists()
+
+
+def test_a_line_cut_by_a_crash_is_redone(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    with Journal(path, SETTINGS) as journal:
+        journal.add("q1", [1])
+    with path.open("a") as file:
+        file.write('{"key": "q2", "value": [2')  # the process died mid-line
+    assert Journal(path, SETTINGS).done == {"q1": [1]}
+
+
+def test_a_journal_of_other_settings_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    with Journal(path, SETTINGS) as journal:
+        journal.add("q1", [1])
+    with pytest.raises(UserInputError, match="other settings"):
+        Journal(path, {**SETTINGS, "seed": 14})
+    path.write_text("not a journal\n")
+    with pytest.raises(UserInputError, match="not a dynakrag journal"):
+        Journal(path, SETTINGS)
+
+
+def test_worker_cache_builds_once_per_key() -> None:
+    built: list[str] = []
+
+    def build(name: str) -> str:
+        built.append(name)
+        return name.upper()
+
+    assert worker_cached(("t", "a"), lambda: build("a")) == "A"
+    assert worker_cached(("t", "a"), lambda: build("a")) == "A"
+    assert worker_cached(("t", "b"), lambda: build("b")) == "B"
+    assert built == ["a", "b"]
+
+
+def test_client_needs_exactly_one_of_workers_and_scheduler() -> None:
+    with pytest.raises(UserInputError, match="either"), dask_client():
+        pass
+    with pytest.raises(UserInputError, match="either"), dask_client(2, "tcp://127.0.0.1:1"):
+        pass
+
+
+def test_an_unreachable_scheduler_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    monkeypatch.setattr("dynakrag.workers.SCHEDULER_TIMEOUT_S", 1)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    expected = f"cannot reach the Dask scheduler at {address}"
+    with pytest.raises(UserInputError, match=expected), dask_client(scheduler=address):
+        pass
