@@ -68,21 +68,7 @@ def run_ask(args: argparse.Namespace) -> int:
 
 
 def _searcher_for(args: argparse.Namespace, cfg: Configuration) -> Any:
-    """The searcher ``ask`` reads from: ``--index`` (the saved dense index or pgvector
-    collection; the configured retriever over its passages, so ``hybrid`` fuses it with BM25),
-    else ``--corpus`` (the configured retriever over it), else the demo corpus."""
-    if args.index is not None:
-        from dynakrag.retrieval.embeddings import default_embeddings
-        from dynakrag.routing.factory import build_searcher, open_index
+    """The searcher ``ask`` reads from (:func:`~dynakrag.cli.searcher.searcher_from_flags`)."""
+    from dynakrag.cli.searcher import searcher_from_flags
 
-        index = open_index(args.index, default_embeddings())
-        return build_searcher(cfg.retriever, index.passages, dense=index, seed=cfg.seed)
-    if args.corpus is not None:
-        from dynakrag.retrieval.corpus import load_corpus
-        from dynakrag.routing.factory import build_searcher
-
-        passages = load_corpus(args.corpus)
-        return build_searcher(cfg.retriever, passages, progress=not args.json, seed=cfg.seed)
-    from dynakrag.data.demo import demo_searcher
-
-    return demo_searcher(cfg, progress=not args.json)
+    return searcher_from_flags(args.index, args.corpus, cfg, progress=not args.json)

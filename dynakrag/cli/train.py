@@ -160,12 +160,10 @@ def _gather(args: argparse.Namespace, cfg: Configuration) -> tuple[list[dict], A
         _check_support_ids(gold, args.corpus)
     resources, llm = None, None
     if args.branch:
-        from dynakrag.cli.ask import _searcher_for  # the searcher ask builds for the same flags
+        from dynakrag.cli.searcher import searcher_from_flags  # as ask, for the same flags
 
         llm = make_llm(cfg)
-        searcher = _searcher_for(
-            argparse.Namespace(index=args.index, corpus=args.corpus, json=False), cfg
-        )
+        searcher = searcher_from_flags(args.index, args.corpus, cfg, progress=True)
         resources = Resources(searcher=searcher, llm=llm)
         print("branching from every logged state (each branch runs the model)...", flush=True)
     labels = label_log(args.log, gold, cfg, branch=resources)
