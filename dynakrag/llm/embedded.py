@@ -383,8 +383,16 @@ def _default_threads() -> int:
 # Runs `python -m llama_cpp.server ARGS` and exits when its stdin closes, i.e. when the owning
 # Python process dies without calling stop() (killed, crashed): no orphaned 2 GB servers.
 # It reads fd 0 directly: a daemon thread blocked in sys.stdin aborts interpreter shutdown.
+# llama-cpp-python 0.3.36's RAM prompt cache weighs a saved state by its KV bytes only, not by
+# the copy of the logits each state carries (n_batch x vocabulary floats, about 310 MB for
+# Qwen2.5): a 1 GB cache held some 50 states and grew past 22 GB until the kernel killed the
+# server. The size below counts every array a state keeps, so --cache_size bounds the memory.
 _WATCHDOG = (
     "import os, runpy, sys, threading\n"
+    "import llama_cpp.llama_cache as _cache\n"
+    "_cache.LlamaRAMCache.cache_size = property(lambda self: sum(\n"
+    "    s.llama_state_size + s.scores.nbytes + s.input_ids.nbytes\n"
+    "    for s in self.cache_state.values()))\n"
     "def _watch():\n"
     "    while os.read(0, 65536):\n"
     "        pass\n"

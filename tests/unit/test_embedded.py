@@ -7,6 +7,7 @@ import hashlib
 import os
 import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
@@ -407,3 +408,31 @@ def test_chat_model_restarts_a_dead_server_once_then_fails_clearly(
             llm.invoke("hi")
     finally:
         embedded._stop_singleton()
+
+
+def test_the_server_wrapper_bounds_the_prompt_cache_by_every_array_a_state_keeps() -> None:
+    # Each state carries a logits copy its KV size leaves out; the wrapper counts it, so a
+    # cache of 1000 bytes keeps one state of 810 bytes, not both (the library counts 20).
+    pytest.importorskip("llama_cpp.llama_cache")
+    preamble = embedded._WATCHDOG.split("def _watch")[0]
+    check = textwrap.dedent(
+        """
+        import numpy as np
+        from llama_cpp.llama import LlamaState
+        from llama_cpp.llama_cache import LlamaRAMCache
+
+        def state(n):
+            scores = np.zeros((20, 10), dtype=np.single)  # 800 bytes
+            ids = np.zeros(0, dtype=np.intc)
+            return LlamaState(ids, scores, n, b"0" * 10, 10, 0)
+
+        cache = LlamaRAMCache(capacity_bytes=1000)
+        cache[(1, 2)] = state(2)
+        cache[(3, 4)] = state(2)
+        print(len(cache.cache_state), cache.cache_size)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", preamble + check], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["1", "810"]
