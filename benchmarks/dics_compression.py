@@ -62,6 +62,7 @@ from dynakrag.configuration import Configuration  # noqa: E402
 from dynakrag.data.datasets import QAExample, load_examples, open_corpus  # noqa: E402
 from dynakrag.errors import DynakragError, UserInputError  # noqa: E402
 from dynakrag.eval.methods import Method  # noqa: E402
+from dynakrag.eval.methods.base import method_configuration  # noqa: E402
 from dynakrag.eval.methods.dsrag import DsragMethod  # noqa: E402
 from dynakrag.eval.methods.dynakrag import DynakragMethod  # noqa: E402
 from dynakrag.eval.runner import (  # noqa: E402
@@ -301,8 +302,9 @@ def markdown(payload: dict[str, Any]) -> str:
     lines += [
         f"Generator: {meta['generator']}; extraction for dics / dsrag: "
         f"`{meta['extraction']}`; policy: `{meta['policy']}`; graph: {meta['setting']} "
-        f"setting, {meta['retriever']} retrieval; DS-RAG: open setting, {meta['retriever']} "
-        f"retrieval; limit: {meta['limit']} rows per run.",
+        f"setting, {meta['retriever']} retrieval; DS-RAG: open setting, "
+        f"{meta.get('dsrag_retriever', meta['retriever'])} retrieval; "
+        f"limit: {meta['limit']} rows per run.",
         "",
     ]
     header = ["part", "dataset", "variant", "n", "F1", "EM", "answer (metric)", "ctx P",
@@ -379,7 +381,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--forms", nargs="+", default=list(FORMS), choices=FORMS)
     parser.add_argument("--limit", type=int, default=None, help="rows per run (all)")
     parser.add_argument("--setting", choices=("open", "distractor"), default="open")
-    parser.add_argument("--retriever", default=None, help="the configuration's when unset")
+    parser.add_argument(
+        "--retriever",
+        default=None,
+        help="when unset: the configuration's for the graph, DS-RAG's bm25 for DS-RAG",
+    )
     parser.add_argument("--policy", default=None, help="graph policy (configuration's)")
     parser.add_argument("--extraction", choices=EXTRACTIONS, default=None)
     parser.add_argument("--selector", type=Path, default=None, help="GS model file (shipped)")
@@ -414,7 +420,7 @@ def main(argv: list[str] | None = None, *, chat_model: BaseChatModel | None = No
         chat_model = fake_chat_model([ex for run in runs for ex in run.examples])
         args.no_cache = True  # never mix scripted replies into the real model's cache
     embeddings: Embeddings | None = None
-    if needs_embeddings(cfg.retriever):
+    if any(needs_embeddings(run.cfg.retriever) for run in runs):
         from dynakrag.retrieval.embeddings import default_embeddings
 
         embeddings = MemoEmbeddings(default_embeddings(batch_size=cfg.embedding_batch_size))
@@ -448,6 +454,7 @@ def main(argv: list[str] | None = None, *, chat_model: BaseChatModel | None = No
             "limit": args.limit,
             "setting": args.setting,
             "retriever": cfg.retriever,
+            "dsrag_retriever": method_configuration(DsragMethod(), cfg).retriever,
             "extraction": cfg.dsrag_extraction,
             "policy": args.policy or cfg.policy,
             "selector": cfg.selector,
@@ -484,7 +491,8 @@ def plan_runs(args: argparse.Namespace, cfg: Configuration) -> list[Run]:
             forms = {"templated": templated, "reworded": reworded}
             for form in args.forms:
                 method = DsragMethod(no_answer=args.no_answer)
-                runs.append(Run("dsrag", dataset, form, tuple(forms[form]), method, cfg))
+                method_cfg = method_configuration(method, cfg)
+                runs.append(Run("dsrag", dataset, form, tuple(forms[form]), method, method_cfg))
     return runs
 
 
@@ -500,7 +508,7 @@ class Searchers:
         self.open: dict[str, Searcher] = {}
 
     def for_run(self, run: Run) -> Callable[[QAExample], Searcher]:
-        retriever, embeddings = self.cfg.retriever, self.embeddings
+        retriever, embeddings = run.cfg.retriever, self.embeddings
         if run.part == "graph" and self.args.setting == "distractor":
             return lambda ex: build_searcher(retriever, ex.passages, embeddings=embeddings)
         if run.dataset not in self.open:

@@ -69,7 +69,6 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def run_method(dataset: str, spec: str, limit: int, log: Path | None) -> dict[str, Any]:
-    from dynakrag.configuration import Configuration
     from dynakrag.eval.runner import evaluate
 
     method, _, policy = spec.partition(":")
@@ -82,7 +81,7 @@ def run_method(dataset: str, spec: str, limit: int, log: Path | None) -> dict[st
             "eval",
             "open",
             method,
-            retriever=Configuration.from_env().model_dump().get("retriever", "dense"),
+            retriever=None,  # ask's (the configuration's); DS-RAG's methods their bm25
             limit=limit,
             out=Path(scratch) / "run.json",
             progress=True,

@@ -208,7 +208,8 @@ class Configuration(BaseModel):
         known = {k: v for k, v in (overrides or {}).items() if k in type(self).model_fields}
         if not known:
             return self
-        return _validated(type(self), {**self.model_dump(), **known})
+        # Only the fields set before, so the copy still tells a user's choice from a default.
+        return _validated(type(self), {**self.model_dump(exclude_unset=True), **known})
 
     def for_run(self, overrides: Mapping[str, Any] | None) -> Configuration:
         """The settings of one run of a graph built with this configuration: ``overrides``

@@ -56,7 +56,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--retriever",
         choices=RETRIEVERS,
-        help="default: the configuration's (DYNAKRAG_RETRIEVER, else dense); 'routed' sends each "
+        help="default: the configuration's (DYNAKRAG_RETRIEVER, else dense; bm25 for the DS-RAG "
+        "methods, whose chunks differ by the names they mention); 'routed' sends each "
         "query to bm25, dense, hybrid or hybrid+decompose by its average IDF (thresholds "
         "fitted on the searched corpus)",
     )
@@ -145,7 +146,7 @@ def run_eval(args: argparse.Namespace) -> int:
             args.split,
             setting,
             method,
-            retriever=cfg.retriever,
+            retriever=args.retriever,  # None: the method's own unless DYNAKRAG_RETRIEVER
             limit=args.limit,
             seed=args.seed,
             no_answer=args.no_answer,

@@ -58,6 +58,7 @@ from dynakrag.data.datasets import QAExample, load_examples, open_corpus
 from dynakrag.errors import UserInputError
 from dynakrag.eval import metrics
 from dynakrag.eval.methods import Method, MethodResult, get_method
+from dynakrag.eval.methods.base import method_configuration
 from dynakrag.files import write_json
 from dynakrag.llm.cache import SQLiteLLMCache
 from dynakrag.llm.factory import llm_client_from_config, llm_description
@@ -254,7 +255,7 @@ def evaluate(
     split: str = "eval",
     setting: str = "distractor",
     method: str | Method = "naive",
-    retriever: str = "dense",
+    retriever: str | None = None,
     limit: int | None = None,
     seed: int | None = None,
     no_answer: bool = False,
@@ -272,6 +273,8 @@ def evaluate(
 ) -> dict[str, Any]:
     """Run ``method`` on the first ``limit`` questions of ``dataset``/``split`` and score it.
 
+    ``retriever`` (default: the method's own where ``cfg`` sets none, see
+    :func:`~dynakrag.eval.methods.base.method_configuration`, else the configuration's).
     ``seed`` (default: the configuration's) seeds Python's and NumPy's generators and sets the
     configuration's ``seed``. ``out``: write the result there as JSON, plus ``<out>.md`` and
     ``<out>.png`` when ``report``. ``workers`` (a local Dask cluster of that many processes) or
@@ -282,14 +285,15 @@ def evaluate(
     """
     if setting not in SETTINGS:
         raise UserInputError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
+    base = cfg or Configuration.from_env()
+    runner = get_method(method, no_answer=no_answer, **(method_options or {}))
+    retriever = retriever or method_configuration(runner, base).retriever
     if retriever not in RETRIEVERS:
         raise UserInputError(
             f"unknown retriever {retriever!r}; choose one of {', '.join(RETRIEVERS)}"
         )
-    base = cfg or Configuration.from_env()
     seed = base.seed if seed is None else seed
     cfg = base.merged({"seed": seed, "retriever": retriever})
-    runner = get_method(method, no_answer=no_answer, **(method_options or {}))
     runner.no_answer = no_answer
     out_path = Path(out).expanduser() if out is not None else None
     if out_path is not None:

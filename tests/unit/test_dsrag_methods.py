@@ -28,8 +28,9 @@ from dynakrag.data.datasets import QAExample
 from dynakrag.dsrag.epqd import rule_decompose
 from dynakrag.dsrag.selector import TextEncoder
 from dynakrag.eval import runner
-from dynakrag.eval.methods import METHODS, Method, MethodResult
+from dynakrag.eval.methods import METHODS, Method, MethodResult, get_method
 from dynakrag.eval.methods import dsrag as dsrag_methods
+from dynakrag.eval.methods.base import method_configuration
 from dynakrag.eval.methods.dsrag import (
     ORIGINAL_QUESTION_K,
     RERANK_TOP_K,
@@ -376,6 +377,35 @@ def test_evaluate_records_context_metrics(
     assert summary["anc"] == pytest.approx(np.mean([r["num_chunks"] for r in records]))
     assert result["meta"]["configuration"]["dsrag_extraction"] == "rules"
     assert result["meta"]["llm_cache"]["enabled"]
+
+
+def test_dsrag_methods_search_with_bm25_unless_the_user_picks_a_retriever(
+    selector_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DYNAKRAG_RETRIEVER", raising=False)
+    method = get_method("dsrag")
+    assert method_configuration(method, Configuration()).retriever == "bm25"
+    # A choice made in code, in the environment, or kept through merged() is honoured.
+    assert method_configuration(method, Configuration(retriever="dense")).retriever == "dense"
+    monkeypatch.setenv("DYNAKRAG_RETRIEVER", "hybrid")
+    chosen = Configuration.from_env().merged({"seed": 3})
+    assert method_configuration(method, chosen).retriever == "hybrid"
+    # Methods without a retriever of their own keep the configuration's default.
+    assert method_configuration(get_method("naive"), Configuration()).retriever == "dense"
+
+    monkeypatch.delenv("DYNAKRAG_RETRIEVER")
+    monkeypatch.setattr(runner, "load_examples", lambda dataset, split: list(EXAMPLES))
+    monkeypatch.setattr(runner, "open_corpus", lambda pool: list(CORPUS))
+    result = runner.evaluate(
+        "dsrag-ranking",
+        "eval",
+        "open",
+        "dsrag",
+        cfg=config(selector_path, cache_dir=tmp_path),
+        chat_model=ScriptedChatModel(respond=reader()),
+        progress=False,
+    )
+    assert result["meta"]["retriever"] == "bm25"
 
 
 # --- the graph: compression="dics", decomposition="epqd" ---------------------------------------

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dynakrag import prompts
-from dynakrag.configuration import Configuration
+from dynakrag.configuration import Configuration, RetrieverName
 from dynakrag.llm.answers import parse_final_answer
 from dynakrag.llm.client import NO_USAGE, LLMClient, Messages, Usage
 from dynakrag.retrieval.base import Searcher
@@ -45,6 +45,9 @@ class Method(ABC):
     """One way of answering a question from a searcher and an LLM."""
 
     name: ClassVar[str] = "method"
+    default_retriever: ClassVar[RetrieverName | None] = None
+    """The retriever the method runs with when the user chose none (no ``--retriever``, no
+    ``DYNAKRAG_RETRIEVER``); None: the configuration's default. See :func:`method_configuration`."""
 
     def __init__(self, *, no_answer: bool = False) -> None:
         self.no_answer = no_answer
@@ -66,6 +69,14 @@ class Method(ABC):
     def options(self) -> dict[str, Any]:
         """The method's settings, recorded in the run metadata."""
         return {"no_answer": self.no_answer}
+
+
+def method_configuration(method: Method, cfg: Configuration) -> Configuration:
+    """``cfg`` with the method's :attr:`~Method.default_retriever` where the user set no
+    retriever (neither a flag nor the environment put ``retriever`` in ``cfg``'s set fields)."""
+    if method.default_retriever is None or "retriever" in cfg.model_fields_set:
+        return cfg
+    return cfg.merged({"retriever": method.default_retriever})
 
 
 class Tally:
