@@ -116,6 +116,19 @@ MEMO_SIZE = 512
 AUTO_GIVEN = "auto: the controller's own sub-questions are read by the rules (no call)"
 FALLBACK_PER_TARGET = "the core's branches are not the entities asked about: one per entity"
 DEFAULT_QUESTION_WORD = "What"
+BIRTH_DATE = ("birth date", "When was {entity} born?")
+"""The fact, and its sub-question, that texts state about a person's age."""
+AGE_FACTS = frozenset({"age", "ages", "how old", "birth order", "birth year"})
+"""Facts of a target that are read from the birth date."""
+AGE_ORDER = re.compile(
+    r"\b(?:young|old|eld)(?:er|est)\b"
+    r"|\bborn\s+(?:(?:the\s+)?(?:first|second|third|fourth|fifth|last)|earlier|later|earliest"
+    r"|latest|before|after)\b"
+    r"|\b(?:earliest|latest|earlier|later)\s+(?:birth|born)",
+    re.I,
+)
+"""A question that orders people by age ("the youngest", "born second", "the earliest birth
+date"): what it needs of each person is the birth date, whatever a reply asks instead."""
 """The question-word node of a target whose sub-question opens with none."""
 
 
@@ -420,6 +433,34 @@ def _targets_of_reply(reply: dict[str, Any] | None, source: str) -> tuple[list[T
 _LIST_SEPARATOR = re.compile(r"\s*(?:,\s*(?:and|or)?|;|and|or|&|as well as|nor)\s*", re.I)
 
 
+def _aligned(question: str, targets: list[Target], notes: list[str]) -> list[Target]:
+    """Targets asking what the question needs of them: the birth date of each person in a
+    question that orders people by age (:data:`AGE_ORDER`, when the reply asks the age or
+    birth date of one of them), or where a reply asks an age (:data:`AGE_FACTS`); and a
+    sub-question that names its own entity and no other target's (a small model sometimes
+    copies the whole question, or leaves the name out)."""
+    # The cue alone is not enough: a description may say "the eldest of three siblings". It
+    # counts when the reply itself asks some person's age or birth date.
+    ages = {BIRTH_DATE[0], *AGE_FACTS}
+    asks_age = any(normalize_entity(t.asks) in ages for t in targets)
+    by_age = len(targets) > 1 and asks_age and AGE_ORDER.search(question) is not None
+    names = [normalize_entity(t.entity) for t in targets]
+    out = []
+    for target, name in zip(targets, names, strict=True):
+        asks, sub_question = target.asks, target.question
+        if (by_age or normalize_entity(asks) in AGE_FACTS) and asks != BIRTH_DATE[0]:
+            notes.append(f"{target.entity!r}: asked for the birth date, not {asks!r}")
+            asks, sub_question = BIRTH_DATE[0], BIRTH_DATE[1].format(entity=target.entity)
+        text = normalize_entity(sub_question)
+        others = [other for other in names if other != name and other and other in text]
+        if name not in text or others:
+            notes.append(f"{target.entity!r}: sub-question {sub_question!r} rewritten")
+            template = BIRTH_DATE[1] if asks == BIRTH_DATE[0] else "What is the {asks} of {entity}?"
+            sub_question = template.format(entity=target.entity, asks=asks)
+        out.append(replace(target, asks=asks, question=sub_question))
+    return _unique(out)
+
+
 def _list_neighbours(question: str, targets: Sequence[Target]) -> list[str]:
     """Names of ``question`` that follow an entity of the reply in one list ("A, B and C",
     "A or B"): only list separators stand between them and that entity (or such a name).
@@ -506,6 +547,7 @@ def model_analysis(
         targets, notes = [], ["no usable reply (the request failed or was not JSON)"]
     else:
         targets, notes = _targets_of_reply(reply, source)
+        targets = _aligned(text, targets, notes)
     health = _health(llm)
     with _LOCK:
         if targets:

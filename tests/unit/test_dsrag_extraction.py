@@ -193,6 +193,50 @@ def test_a_person_the_reply_left_out_is_added_from_the_rules() -> None:
     assert "Brenn" not in anchors(analysis)
 
 
+def test_an_age_is_asked_as_the_birth_date_it_is_read_from() -> None:
+    question = "Looking at Ada Voss and Tom Reyl: who is the oldest?"
+    script = Script(reply_of(*(item(p, "age", f"How old is {p}?") for p in PEOPLE[:2])))
+    analysis = analyse_question(question, script.client(), "llm")
+    assert analysis.sub_questions == ("When was Ada Voss born?", "When was Tom Reyl born?")
+    assert {t.asks for t in analysis.targets} == {"birth date"}
+    assert analysis.method == "repaired" and any("'age'" in n for n in analysis.notes)
+
+
+def test_an_order_by_age_asks_each_person_for_the_birth_date() -> None:
+    # The reply follows a description for one person and copies the question for another.
+    question = "Of Ada Voss, who studied law in Brenn, Tom Reyl and Mira Quon, who was born second?"
+    script = Script(
+        reply_of(
+            item("Ada Voss", "education", "What did Ada Voss study in Brenn?", "Brenn"),
+            item("Tom Reyl", "birth order", "Who was born second?"),
+            item("Mira Quon", "birth date", f"Who among {', '.join(PEOPLE)} was born second?"),
+        )
+    )
+    analysis = analyse_question(question, script.client(), "llm")
+    assert analysis.sub_questions == tuple(f"When was {p} born?" for p in PEOPLE)
+    assert {t.asks for t in analysis.targets} == {"birth date"}
+    assert analysis.targets[0].details == ("Brenn",)
+    # An age word in a description does not turn a comparison of nationalities into one of
+    # ages.
+    question = "Are Ada Voss, the eldest of three sisters, and Tom Reyl from the same country?"
+    script = Script(reply_of(*(item(p, "nationality") for p in PEOPLE[:2])))
+    analysis = analyse_question(question, script.client(), "llm")
+    assert {t.asks for t in analysis.targets} == {"nationality"}
+    # Without an order by age, a fact the reply asks stays; a sub-question without its
+    # entity is written from the entity and the fact.
+    question = "Did Ada Voss and Tom Reyl study at the same university?"
+    script = Script(
+        reply_of(
+            item("Ada Voss", "university"), item("Tom Reyl", "university", "Where did he study?")
+        )
+    )
+    analysis = analyse_question(question, script.client(), "llm")
+    assert analysis.sub_questions == (
+        "What is the university of Ada Voss?",
+        "What is the university of Tom Reyl?",
+    )
+
+
 def test_given_sub_questions_the_reply_skipped_are_added() -> None:
     subs = ["When was Ada Voss born?", "When was Tom Reyl born?"]
     script = Script(reply_of(item("Ada Voss", "birth date", subs[0])))
