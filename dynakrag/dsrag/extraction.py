@@ -461,6 +461,50 @@ def _aligned(question: str, targets: list[Target], notes: list[str]) -> list[Tar
     return _unique(out)
 
 
+def _in_one_list(question: str, entities: Sequence[str]) -> set[str]:
+    """``entities`` and every name of ``question`` joined to one of them, directly or through
+    such names, by list separators only ("A, B and C")."""
+    spans = name_spans(question)
+    keys = [normalize_entity(span.text) for span in spans]
+    listed = {normalize_entity(e) for e in entities}
+    joined = [
+        _LIST_SEPARATOR.fullmatch(question[spans[i - 1].end : spans[i].start]) is not None
+        for i in range(1, len(spans))
+    ]
+    grown = True
+    while grown:
+        grown = False
+        for i, linked in enumerate(joined, start=1):
+            pair = {keys[i - 1], keys[i]}
+            if linked and len(pair & listed) == 1:
+                listed |= pair
+                grown = True
+    return listed
+
+
+def _description_items_dropped(
+    question: str, targets: list[Target], notes: list[str]
+) -> list[Target]:
+    """Targets a reply made of names from a description (the prompt says such names are
+    details): when most targets ask one fact, a question comparing or ranking the entities
+    listed in it, a target asking another fact whose name is not in that list is dropped."""
+    if len(targets) < 3:
+        return targets
+    asks, count = Counter(normalize_entity(t.asks) for t in targets).most_common(1)[0]
+    if count <= len(targets) - count:
+        return targets
+    compared = [t.entity for t in targets if normalize_entity(t.asks) == asks]
+    listed = _in_one_list(question, compared)
+    kept = []
+    for target in targets:
+        outside = normalize_entity(target.entity) not in listed
+        if normalize_entity(target.asks) != asks and outside:
+            notes.append(f"{target.entity!r} is not among the entities compared: dropped")
+            continue
+        kept.append(target)
+    return kept
+
+
 def _list_neighbours(question: str, targets: Sequence[Target]) -> list[str]:
     """Names of ``question`` that follow an entity of the reply in one list ("A, B and C",
     "A or B"): only list separators stand between them and that entity (or such a name).
@@ -547,7 +591,7 @@ def model_analysis(
         targets, notes = [], ["no usable reply (the request failed or was not JSON)"]
     else:
         targets, notes = _targets_of_reply(reply, source)
-        targets = _aligned(text, targets, notes)
+        targets = _description_items_dropped(text, _aligned(text, targets, notes), notes)
     health = _health(llm)
     with _LOCK:
         if targets:

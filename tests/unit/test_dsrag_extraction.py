@@ -237,6 +237,27 @@ def test_an_order_by_age_asks_each_person_for_the_birth_date() -> None:
     )
 
 
+def test_a_name_of_a_description_made_an_item_is_dropped_from_a_comparison() -> None:
+    question = (
+        "Do Ada Voss, Tom Reyl, who attended Velford Conservatory where he learned the violin, "
+        "and Mira Quon share the same nationality?"
+    )
+    items = [item(p, "nationality") for p in PEOPLE]
+    items.insert(2, item("Velford Conservatory", "location", "Where is Velford Conservatory?"))
+    analysis = analyse_question(question, Script(reply_of(*items)).client(), "llm")
+    assert anchors(analysis) == PEOPLE
+    assert any("'Velford Conservatory' is not among" in note for note in analysis.notes)
+    # A multi-hop question's targets ask different facts: none is dropped.
+    question = "Who founded the company that makes the Lumo Kettle, and where was it founded?"
+    items = [
+        item("Lumo Kettle", "maker", "Which company makes the Lumo Kettle?"),
+        item("Lumo Kettle", "founder", "Who founded the maker of the Lumo Kettle?"),
+        item("Lumo Kettle", "founding place", "Where was the maker of the Lumo Kettle founded?"),
+    ]
+    analysis = analyse_question(question, Script(reply_of(*items)).client(), "llm")
+    assert len(analysis.targets) == 3
+
+
 def test_given_sub_questions_the_reply_skipped_are_added() -> None:
     subs = ["When was Ada Voss born?", "When was Tom Reyl born?"]
     script = Script(reply_of(item("Ada Voss", "birth date", subs[0])))
