@@ -27,7 +27,10 @@ How an analysis was obtained (``QuestionAnalysis.method``):
 ``repaired``
     the reply was usable but partial: targets whose entity is not in the question (or the
     given sub-questions) were dropped, names describing an entity that are not in the text
-    were dropped, and names the reply left out were added (``Target.source == "rules"``):
+    were dropped, a question ordering people by age asks each one's birth date, a sub-question
+    that does not name its entity (or names another target's) is rewritten from the entity and
+    the fact, in a comparison of listed entities an item made of a description's name is
+    dropped, and names the reply left out were added (``Target.source == "rules"``):
     a name that follows an entity of the reply in one list ("A, B and C"); the branches of the
     rule graph's core (a templated ranking's or comparison's list items) when that core is an
     attribute the question asks about (outside the templates the rules' core is often a name
