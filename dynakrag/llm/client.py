@@ -194,6 +194,8 @@ class LLMClient:
                 self.failed_requests += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 logger.warning("LLM request failed (attempt %d): %s", attempt + 1, exc)
+                if type(exc).__name__ in REPEATED_FAILURES:
+                    break
                 if attempt < self.max_retries:
                     time.sleep(self.backoff_s * (2**attempt))
                 continue
@@ -209,6 +211,11 @@ class LLMClient:
     def unreachable(self) -> bool:
         """True when every request so far failed (and there was at least one)."""
         return self.failed_requests > 0 and self.replies == 0
+
+
+REPEATED_FAILURES = frozenset({"LengthFinishReasonError"})
+"""Failures a retry repeats: a reply cut at its completion budget (the openai client refuses to
+parse it) comes back the same from a deterministic model, so it is not asked again."""
 
 
 def message_text(reply: Any) -> str:

@@ -681,6 +681,22 @@ def test_llm_client_retries_then_gives_none(monkeypatch: pytest.MonkeyPatch) -> 
     assert reply is None and usage.llm_calls == 3
 
 
+def test_llm_client_does_not_repeat_a_reply_cut_at_its_budget() -> None:
+    class LengthFinishReasonError(Exception):  # the openai client's, by name
+        pass
+
+    calls: list[int] = []
+
+    def respond(messages: list[BaseMessage]) -> str:
+        calls.append(1)
+        raise LengthFinishReasonError("the length limit was reached")
+
+    llm = _client(respond, max_retries=2)
+    reply, usage = llm.json(MESSAGES)
+    assert reply is None and len(calls) == 1 and usage.llm_calls == 1
+    assert llm.failed_requests == 1
+
+
 def test_llm_client_retries_an_empty_completion_and_sums_usage() -> None:
     replies = iter(["", "  ", "Velford"])
     recorder = Recorder(lambda system, human: next(replies))
