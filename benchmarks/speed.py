@@ -161,10 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     import dynakrag
-    from dynakrag.llm.embedded import get_embedded_server
+    from dynakrag.configuration import Configuration
+    from dynakrag.llm.factory import embedded_server_from_config
 
     print(f"dynakrag from {Path(dynakrag.__file__).parent}", file=sys.stderr)
-    log = get_embedded_server().log_path
+    # The configured server (prompt cache included): the runs below join it.
+    log = embedded_server_from_config(Configuration.from_env()).log_path
     out = args.out or RESULTS / f"speed-{args.label}.json"
     runs: list[dict[str, Any]] = []
     if out.exists():  # resumable: keep finished (dataset, method) pairs

@@ -11,6 +11,7 @@ disk cache (:class:`~dynakrag.llm.cache.SQLiteLLMCache`).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from langchain_core.caches import BaseCache
 from langchain_core.language_models import BaseChatModel
@@ -23,6 +24,8 @@ __all__ = [
     "chat_model_from_config",
     "config_identity",
     "describe_backend",
+    "embedded_server_from_config",
+    "embedded_server_settings",
     "llm_client_from_config",
     "llm_description",
     "uses_embedded",
@@ -71,11 +74,27 @@ def chat_model_from_config(cfg: Configuration) -> BaseChatModel:
         max_tokens=cfg.llm_max_tokens,
         timeout=cfg.llm_timeout_s,
         max_retries=0,
-        n_threads=cfg.embedded_threads,
-        n_batch=cfg.embedded_batch_size,
-        prompt_cache_mb=cfg.embedded_prompt_cache_mb,
-        spec=cfg.embedded_model,
+        **embedded_server_settings(cfg),
     )
+
+
+def embedded_server_settings(cfg: Configuration) -> dict[str, Any]:
+    """The embedded server's settings in ``cfg``. Every caller passes them: the first caller in
+    a process starts (or joins) the server with its settings, so one that left them out would
+    give the whole process a server without the prompt cache, threads or model configured."""
+    return {
+        "n_threads": cfg.embedded_threads,
+        "n_batch": cfg.embedded_batch_size,
+        "prompt_cache_mb": cfg.embedded_prompt_cache_mb,
+        "spec": cfg.embedded_model,
+    }
+
+
+def embedded_server_from_config(cfg: Configuration) -> Any:
+    """The process's embedded server (started or joined) with ``cfg``'s settings."""
+    from dynakrag.llm.embedded import get_embedded_server
+
+    return get_embedded_server(cfg.cache_dir, **embedded_server_settings(cfg))
 
 
 def config_identity(cfg: Configuration) -> str:

@@ -244,11 +244,16 @@ class PromptLogprobScorer:
         self._lock = threading.Lock()
 
     @classmethod
-    def embedded(cls, cache_dir: Path | None = None, **kwargs: Any) -> PromptLogprobScorer:
-        """A scorer on the embedded llama.cpp server (started if needed)."""
+    def embedded(
+        cls, cache_dir: Path | None = None, cfg: Configuration | None = None, **kwargs: Any
+    ) -> PromptLogprobScorer:
+        """A scorer on the embedded llama.cpp server (started if needed, with ``cfg``'s server
+        settings when given)."""
         from dynakrag.llm.embedded import MODEL_ALIAS, get_embedded_server
+        from dynakrag.llm.factory import embedded_server_settings
 
-        server = get_embedded_server(cache_dir)
+        settings = embedded_server_settings(cfg) if cfg is not None else {}
+        server = get_embedded_server(cache_dir, **settings)
         kwargs.setdefault("bos_text", EMBEDDED_BOS_TEXT)
         kwargs.setdefault("trust_env", False)
         return cls(server.base_url, MODEL_ALIAS, **kwargs)
@@ -270,7 +275,7 @@ class PromptLogprobScorer:
         if os.environ.get("OPENAI_API_KEY"):
             return None
         kwargs.setdefault("timeout", cfg.llm_timeout_s)
-        return cls.embedded(cfg.cache_dir, **kwargs)
+        return cls.embedded(cfg.cache_dir, cfg, **kwargs)
 
     def score(self, text: str, *, prefix: str = "") -> tuple[list[float | None], Usage]:
         """``log p(token | bos, prefix, earlier tokens)`` for each token of ``text`` (``None``

@@ -436,3 +436,32 @@ def test_the_server_wrapper_bounds_the_prompt_cache_by_every_array_a_state_keeps
         [sys.executable, "-c", preamble + check], capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == ["1", "810"]
+
+
+def test_every_caller_starts_the_server_with_the_configured_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The first caller in a process decides the server's settings: the log-prob scorer and
+    # the speed benchmark once started it without the prompt cache the configuration asks for.
+    from dynakrag.configuration import Configuration
+    from dynakrag.llm.factory import embedded_server_from_config
+    from dynakrag.routing.generator import PromptLogprobScorer
+
+    calls: list[dict[str, object]] = []
+
+    class Server:
+        base_url = "http://127.0.0.1:1/v1"
+
+    def fake_get(cache_dir: Path | None = None, **settings: object) -> Server:
+        calls.append(settings)
+        return Server()
+
+    monkeypatch.setattr(embedded, "get_embedded_server", fake_get)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cfg = Configuration(
+        cache_dir=tmp_path, embedded_prompt_cache_mb=64, embedded_threads=1, llm_base_url=None
+    )
+    embedded_server_from_config(cfg)
+    PromptLogprobScorer.from_config(cfg)
+    expected = {"n_threads": 1, "n_batch": 512, "prompt_cache_mb": 64, "spec": cfg.embedded_model}
+    assert calls == [expected, expected]
