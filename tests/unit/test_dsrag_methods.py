@@ -337,23 +337,30 @@ EXAMPLES = [
 ]
 
 
+def evaluate_examples(
+    monkeypatch: pytest.MonkeyPatch, name: str, selector_path: Path, tmp_path: Path, **kwargs: Any
+) -> dict[str, Any]:
+    """``runner.evaluate`` of method ``name`` on EXAMPLES over CORPUS (open setting)."""
+    monkeypatch.setattr(runner, "load_examples", lambda dataset, split: list(EXAMPLES))
+    monkeypatch.setattr(runner, "open_corpus", lambda pool: list(CORPUS))
+    return runner.evaluate(
+        "dsrag-ranking",
+        "eval",
+        "open",
+        name,
+        cfg=config(selector_path, cache_dir=tmp_path),
+        chat_model=ScriptedChatModel(respond=reader()),
+        progress=False,
+        **kwargs,
+    )
+
+
 @pytest.mark.parametrize("name", METHOD_NAMES)
 def test_evaluate_records_context_metrics(
     name: str, selector_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The two questions above, retrieving from CORPUS with BM25 in the open setting.
-    monkeypatch.setattr(runner, "load_examples", lambda dataset, split: list(EXAMPLES))
-    monkeypatch.setattr(runner, "open_corpus", lambda pool: list(CORPUS))
-    result = runner.evaluate(
-        "dsrag-ranking",
-        "eval",
-        "open",
-        name,
-        retriever="bm25",
-        cfg=config(selector_path, cache_dir=tmp_path),
-        chat_model=ScriptedChatModel(respond=reader()),
-        progress=False,
-    )
+    result = evaluate_examples(monkeypatch, name, selector_path, tmp_path, retriever="bm25")
     records = result["questions"]
     assert [r["id"] for r in records] == [0, 1]
     for record in records:
@@ -394,17 +401,7 @@ def test_dsrag_methods_search_with_bm25_unless_the_user_picks_a_retriever(
     assert method_configuration(get_method("naive"), Configuration()).retriever == "dense"
 
     monkeypatch.delenv("DYNAKRAG_RETRIEVER")
-    monkeypatch.setattr(runner, "load_examples", lambda dataset, split: list(EXAMPLES))
-    monkeypatch.setattr(runner, "open_corpus", lambda pool: list(CORPUS))
-    result = runner.evaluate(
-        "dsrag-ranking",
-        "eval",
-        "open",
-        "dsrag",
-        cfg=config(selector_path, cache_dir=tmp_path),
-        chat_model=ScriptedChatModel(respond=reader()),
-        progress=False,
-    )
+    result = evaluate_examples(monkeypatch, "dsrag", selector_path, tmp_path)
     assert result["meta"]["retriever"] == "bm25"
 
 
