@@ -119,6 +119,7 @@ MEMO_SIZE = 512
 AUTO_GIVEN = "auto: the controller's own sub-questions are read by the rules (no call)"
 FALLBACK_PER_TARGET = "the core's branches are not the entities asked about: one per entity"
 DEFAULT_QUESTION_WORD = "What"
+"""The question-word node of a target whose sub-question opens with none."""
 BIRTH_DATE = ("birth date", "When was {entity} born?")
 """The fact, and its sub-question, that texts state about a person's age."""
 AGE_FACTS = frozenset({"age", "ages", "how old", "birth order", "birth year"})
@@ -132,7 +133,6 @@ AGE_ORDER = re.compile(
 )
 """A question that orders people by age ("the youngest", "born second", "the earliest birth
 date"): what it needs of each person is the birth date, whatever a reply asks instead."""
-"""The question-word node of a target whose sub-question opens with none."""
 
 
 @dataclass(frozen=True)
