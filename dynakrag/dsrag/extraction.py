@@ -362,6 +362,11 @@ def _criteria_of_targets(
 # ------------------------------------------------------------------------------ model path
 
 
+def _fact_question(entity: str, asks: str) -> str:
+    """The sub-question written for a target whose reply gave none (or an unusable one)."""
+    return f"What is the {asks} of {entity}?"
+
+
 def _clean(value: Any) -> str:
     return " ".join(str(value).split()).strip(' "“”,;:') if isinstance(value, str) else ""
 
@@ -422,7 +427,7 @@ def _targets_of_reply(reply: dict[str, Any] | None, source: str) -> tuple[list[T
         if not asks:
             asks = common or "facts"
             notes.append(f"{entity!r}: no fact asked; took {asks!r}")
-        question = question or f"What is the {asks} of {entity}?"
+        question = question or _fact_question(entity, asks)
         details = tuple(
             d for d in dict.fromkeys(details) if normalize_entity(d) != normalize_entity(asks)
         )
@@ -458,8 +463,12 @@ def _aligned(question: str, targets: list[Target], notes: list[str]) -> list[Tar
         others = [other for other in names if other != name and other and other in text]
         if name not in text or others:
             notes.append(f"{target.entity!r}: sub-question {sub_question!r} rewritten")
-            template = BIRTH_DATE[1] if asks == BIRTH_DATE[0] else "What is the {asks} of {entity}?"
-            sub_question = template.format(entity=target.entity, asks=asks)
+            birth = asks == BIRTH_DATE[0]
+            sub_question = (
+                BIRTH_DATE[1].format(entity=target.entity)
+                if birth
+                else _fact_question(target.entity, asks)
+            )
         out.append(replace(target, asks=asks, question=sub_question))
     return _unique(out)
 
@@ -557,7 +566,7 @@ def _left_out(
         if normalize_entity(candidate.entity) in names
     ]
     candidates += [
-        Target(name, asks, f"What is the {asks} of {name}?", source="rules")
+        Target(name, asks, _fact_question(name, asks), source="rules")
         for name in _list_neighbours(question, targets)
     ]
     added: list[Target] = []

@@ -48,7 +48,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -244,16 +243,14 @@ class PromptLogprobScorer:
         self._lock = threading.Lock()
 
     @classmethod
-    def embedded(
-        cls, cache_dir: Path | None = None, cfg: Configuration | None = None, **kwargs: Any
-    ) -> PromptLogprobScorer:
-        """A scorer on the embedded llama.cpp server (started if needed, with ``cfg``'s server
-        settings when given)."""
-        from dynakrag.llm.embedded import MODEL_ALIAS, get_embedded_server
-        from dynakrag.llm.factory import embedded_server_settings
+    def embedded(cls, cfg: Configuration | None = None, **kwargs: Any) -> PromptLogprobScorer:
+        """A scorer on the embedded llama.cpp server (started if needed, with the settings of
+        ``cfg``, default: the environment's)."""
+        from dynakrag.configuration import Configuration
+        from dynakrag.llm.embedded import MODEL_ALIAS
+        from dynakrag.llm.factory import embedded_server_from_config
 
-        settings = embedded_server_settings(cfg) if cfg is not None else {}
-        server = get_embedded_server(cache_dir, **settings)
+        server = embedded_server_from_config(cfg or Configuration.from_env())
         kwargs.setdefault("bos_text", EMBEDDED_BOS_TEXT)
         kwargs.setdefault("trust_env", False)
         return cls(server.base_url, MODEL_ALIAS, **kwargs)
@@ -275,7 +272,7 @@ class PromptLogprobScorer:
         if os.environ.get("OPENAI_API_KEY"):
             return None
         kwargs.setdefault("timeout", cfg.llm_timeout_s)
-        return cls.embedded(cfg.cache_dir, cfg, **kwargs)
+        return cls.embedded(cfg, **kwargs)
 
     def score(self, text: str, *, prefix: str = "") -> tuple[list[float | None], Usage]:
         """``log p(token | bos, prefix, earlier tokens)`` for each token of ``text`` (``None``
