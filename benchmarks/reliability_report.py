@@ -42,6 +42,7 @@ MODULE_ORDER = (
     "test_untrusted_files",
     "test_prompt_injection",
     "test_concurrency",
+    "test_scale_faults",
 )
 AREAS = {
     "test_hostile_input": "Hostile input",
@@ -50,7 +51,19 @@ AREAS = {
     "test_untrusted_files": "Untrusted files",
     "test_prompt_injection": "Prompt injection",
     "test_concurrency": "Concurrency",
+    "test_scale_faults": "Faults at scale",
 }
+FAULT_COLUMNS = (
+    ("fault", "fault"),
+    ("workload", "during"),
+    ("runs_tried", "runs tried"),
+    ("runs_finished", "runs finished"),
+    ("questions_lost", "questions lost"),
+    ("records_lost", "records lost"),
+    ("duplicate_records", "duplicate records"),
+    ("recovery_s", "recovery (s)"),
+    ("note", "note"),
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -66,6 +79,7 @@ class Case:
     seconds: float
     message: str = ""
     rows: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_tests(pytest_args: Sequence[str]) -> tuple[list[Case], float, int]:
@@ -114,6 +128,11 @@ def parse_junit(path: Path) -> list[Case]:
             for prop in testcase.iter("property")
             if prop.get("name") == "reliability"
         ]
+        faults = [
+            json.loads(prop.get("value", "{}"))
+            for prop in testcase.iter("property")
+            if prop.get("name") == "scale_fault"
+        ]
         cases.append(
             Case(
                 module=module,
@@ -122,6 +141,7 @@ def parse_junit(path: Path) -> list[Case]:
                 seconds=float(testcase.get("time", 0) or 0),
                 message=message,
                 rows=rows,
+                faults=faults,
             )
         )
     order = {name: index for index, name in enumerate(MODULE_ORDER)}
@@ -282,6 +302,7 @@ def render(
                 f"| {AREAS.get(case.module, case.module)} | {_cell(row['what'])} | "
                 f"{row['tried']} | {_cell(row['held'])} | `{case.module}::{case.name}` |"
             )
+    lines += _fault_table(cases)
     failed = [c for c in cases if c.outcome in {"failed", "error", "xpassed"}]
     if failed:
         lines += ["", "## Failed", "", "| test | outcome | message |", "|---|---|---|"]
@@ -330,6 +351,35 @@ def render(
         "",
     ]
     return "\n".join(lines)
+
+
+def _fault_table(cases: list[Case]) -> list[str]:
+    """The "Faults at scale" table: one row per injected fault (passed or failed tests)."""
+    rows = [(case, row) for case in cases for row in case.faults]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Faults at scale",
+        "",
+        "A real PostgreSQL started by the project (`LocalPostgres`), PgBouncer where installed, "
+        "fake models only; recovery: from the fault to the next checkpoint or record written "
+        "(or the answer). Target: 0 questions lost beyond the one in flight, 0 records lost, "
+        "0 duplicates.",
+        "",
+        "| " + " | ".join(title for _, title in FAULT_COLUMNS) + " | test |",
+        "|" + "---|" * (len(FAULT_COLUMNS) + 1),
+    ]
+    for case, row in rows:
+        cells = []
+        for key, _ in FAULT_COLUMNS:
+            value = row.get(key)
+            if key == "recovery_s":
+                value = "-" if value is None else f"{float(value):.1f}"
+            cells.append(_cell(value if value is not None else ""))
+        status = "" if case.outcome == "passed" else f" ({case.outcome})"
+        lines.append("| " + " | ".join(cells) + f" | `{case.module}::{case.name}`{status} |")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -35,12 +35,13 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from dynakrag.errors import UserInputError
+from dynakrag.errors import DynakragError, UserInputError
 
 __all__ = [
     "JOURNAL_SCHEMA",
     "SCHEDULER_TIMEOUT_S",
     "Journal",
+    "JournalWriteError",
     "dask_client",
     "fan_out",
     "fingerprint",
@@ -202,6 +203,10 @@ def fingerprint(settings: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+class JournalWriteError(DynakragError, OSError):
+    """The journal of a run could not be written (a full disk, a read-only folder)."""
+
+
 class Journal:
     """Finished questions of a run that may be cut short, one JSON line each.
 
@@ -216,12 +221,17 @@ class Journal:
         self.fingerprint = fingerprint(settings)
         self.done: dict[str, Any] = {}
         self._file: IO[str] | None = None
+        self._restart = False  # no whole header line: written afresh
         if self.path.is_file():
             self._read()
 
     def _read(self) -> None:
-        lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
-        header = _json_line(lines[0]) if lines else None
+        text = self.path.read_text(encoding="utf-8", errors="replace")
+        if "\n" not in text:  # empty, or the header cut by a crash or a full disk: no entries
+            self._restart = True
+            return
+        lines = text.splitlines()
+        header = _json_line(lines[0])
         if not isinstance(header, dict) or header.get("schema") != JOURNAL_SCHEMA:
             raise UserInputError(
                 f"{self.path} is not a dynakrag journal: move it away to start afresh"
@@ -237,15 +247,34 @@ class Journal:
                 self.done[entry["key"]] = entry.get("value")
 
     def add(self, key: str, value: Any) -> None:
-        """Record ``key`` as finished with ``value`` (JSON-safe), durably."""
-        if self._file is None:
-            new = not self.path.is_file() or self.path.stat().st_size == 0
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("a", encoding="utf-8")
-            if new:
-                self._write({"schema": JOURNAL_SCHEMA, "fingerprint": self.fingerprint})
-        self._write({"key": key, "value": value})
+        """Record ``key`` as finished with ``value`` (JSON-safe), durably. A write that fails
+        (the disk full) raises :class:`JournalWriteError` and leaves the lines before it
+        readable: the cut line is ignored on reading and ended before the next one."""
+        try:
+            if self._file is None:
+                self._open()
+            self._write({"key": key, "value": value})
+        except OSError as exc:
+            self.close()  # the next add reopens and ends the cut line first
+            raise JournalWriteError(
+                f"cannot write the journal {self.path}: {exc.strerror or exc} (its finished "
+                "questions are kept: free space and rerun the same command to resume)"
+            ) from None
         self.done[key] = value
+
+    def _open(self) -> None:
+        size = 0 if self._restart or not self.path.is_file() else self.path.stat().st_size
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("w" if size == 0 else "a", encoding="utf-8")
+        self._restart = False
+        if size == 0:
+            self._write({"schema": JOURNAL_SCHEMA, "fingerprint": self.fingerprint})
+            return
+        with self.path.open("rb") as existing:
+            existing.seek(size - 1)
+            cut = existing.read(1) != b"\n"
+        if cut:  # a line cut by a crash or a full disk: end it, so the next line stays whole
+            self._file.write("\n")
 
     def _write(self, entry: Mapping[str, Any]) -> None:
         assert self._file is not None
@@ -256,7 +285,8 @@ class Journal:
     def close(self) -> None:
         """Close the file (the journal stays for a rerun)."""
         if self._file is not None:
-            self._file.close()
+            with contextlib.suppress(OSError):  # buffered text a full disk refuses: cut line
+                self._file.close()
             self._file = None
 
     def remove(self) -> None:

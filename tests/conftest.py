@@ -31,3 +31,23 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         if name.startswith("DYNAKRAG_") and name != "DYNAKRAG_DATA_DIR":
             monkeypatch.delenv(name)
     monkeypatch.setenv("DYNAKRAG_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Leave no model server behind: end this session's leases on the embedded servers it
+    started, then wait (bounded) for their supervisors to stop them; a server another process
+    still leases is theirs and stays. PostgreSQL servers stop with their fixtures, and a
+    killed session's ones with their watchdogs (dynakrag.postgres.LocalPostgres)."""
+    import time
+
+    from dynakrag.llm import embedded
+
+    for server in list((embedded._singleton or {}).values()):
+        started_here = getattr(server, "started_here", True)
+        pid = server.pid
+        server.stop()
+        if not started_here or pid is None:
+            continue
+        deadline = time.monotonic() + getattr(server, "idle_s", 0) + 10
+        while server.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)

@@ -54,7 +54,7 @@ Records: ``write_log_records(target, records)`` stores labelled training records
 objects of :mod:`dynakrag.training.collect`) in the table ``dynakrag_records`` of the same
 database, one transaction a call, so ``dynakrag collect --log`` and its workers write there and
 ``dynakrag train --log`` finds everything in one place; ``read_log_records`` and
-``logged_questions`` read them back.
+``logged_questions`` read them back. A question already in the log is not written again.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ from dynakrag.graph.runlog import (
     run_tags,
     trajectory_log,
 )
-from dynakrag.postgres import connect, is_postgres_url
+from dynakrag.postgres import connect, is_postgres_url, retrying
 from dynakrag.state import ACTIONS
 
 __all__ = [
@@ -318,25 +318,49 @@ def _has_records_table(conn: Any, placeholder: str) -> bool:
 
 def write_log_records(target: LogTarget, records: Iterable[Mapping[str, Any]]) -> int:
     """Append labelled ``records`` to the log's records table in ONE transaction (all or
-    none: call it once per finished question); the number written."""
+    none: call it once per finished question); the number written.
+
+    Idempotent per question: records of a question the log already holds are not written
+    again (0 for them), so a question redone after a crash, a worker whose task Dask reran,
+    or a write retried after its acknowledgement was lost adds no duplicates. Writers of the
+    same question are serialised (SQLite's write lock; a PostgreSQL advisory lock on the
+    question)."""
     rows = [(*_question_of(r), canonical_json_line(r)) for r in records]
     if not rows:
         return 0
+    if is_postgres_url(target):  # a restart or a dropped connection: the write is redone
+        what = f"writing records to {describe_log(target)}"
+        return retrying(lambda: _insert_new_questions(target, rows), what=what)
+    return _insert_new_questions(target, rows)
+
+
+def _insert_new_questions(target: LogTarget, rows: list[tuple[str, str, str]]) -> int:
+    """``rows`` (dataset, example_id, record text) of the questions not yet in the log, in
+    one transaction; how many were written."""
+    questions = sorted({(dataset, example_id) for dataset, example_id, _ in rows})
     with _records_db(target, create=True) as (conn, ph):
         values = ", ".join([ph] * 3)
         sql = f"INSERT INTO {RECORDS_TABLE} (dataset, example_id, record) VALUES ({values})"
+        exists = f"SELECT 1 FROM {RECORDS_TABLE} WHERE dataset = {ph} AND example_id = {ph} LIMIT 1"
         if ph == "?":
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany(sql, rows)
+                logged = {q for q in questions if conn.execute(exists, q).fetchone()}
+                fresh = [row for row in rows if row[:2] not in logged]
+                conn.executemany(sql, fresh)
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
         else:
+            lock = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
             with conn.transaction(), conn.cursor() as cursor:
-                cursor.executemany(sql, rows)
-    return len(rows)
+                for question in questions:  # sorted: two writers never wait for each other
+                    cursor.execute(lock, (json.dumps(question),))
+                logged = {q for q in questions if cursor.execute(exists, q).fetchone()}
+                fresh = [row for row in rows if row[:2] not in logged]
+                cursor.executemany(sql, fresh)
+    return len(fresh)
 
 
 def read_log_records(target: LogTarget) -> list[dict[str, Any]]:

@@ -1,0 +1,283 @@
+"""Pieces of the scale-out fault tests: a PostgreSQL server of their own (they restart it),
+a PgBouncer in transaction mode in front of it, a fault injector that fires once a run is
+under way, and the workloads (``ask --log`` and ``collect --log`` in this process, with a
+fake OpenAI-compatible model on loopback).
+
+Each test reports one row of RELIABILITY.md's "Faults at scale" table through
+:class:`FaultRow`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from dynakrag import cli
+from dynakrag.files import canonical_json_line, read_jsonl
+from dynakrag.postgres import connect
+from dynakrag.training.collect import demo_examples
+from tests.reliability.support import free_port
+
+DEMO = demo_examples()
+QUESTIONS = 4
+"""Questions per faulted run: enough that the fault lands mid-run, few enough for CI."""
+
+
+@dataclass
+class FaultRow:
+    """One row of the faults-at-scale table (see benchmarks/reliability_report.py)."""
+
+    fault: str
+    workload: str
+    runs_tried: int
+    runs_finished: int
+    questions_lost: int
+    records_lost: int
+    duplicate_records: int
+    recovery_s: float | None
+    note: str = ""
+
+    def json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+# --------------------------------------------------------------------------------------------
+# Watching and injecting
+
+
+def count(url: str, sql: str) -> int | None:
+    """``sql``'s single number, or None while the server cannot answer (restarting)."""
+    try:
+        with contextlib.closing(connect(url)) as conn:
+            row = conn.execute(sql).fetchone()
+    except Exception:
+        return None
+    return int(next(iter(row.values())) or 0)
+
+
+class Injector(threading.Thread):
+    """Fires ``fault()`` once ``progress()`` reaches ``after``, then measures the recovery:
+    seconds from the fault until ``progress()`` first grows past what it was then."""
+
+    def __init__(
+        self, progress: Callable[[], int | None], after: int, fault: Callable[[], None]
+    ) -> None:
+        super().__init__(name="fault-injector", daemon=True)
+        self.progress, self.after, self.fault = progress, after, fault
+        self.fired = threading.Event()
+        self.stop = threading.Event()
+        self.recovery_s: float | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set() and (self.progress() or 0) < self.after:
+                time.sleep(0.02)
+            if self.stop.is_set():
+                return
+            before = self.progress() or 0
+            started = time.monotonic()
+            self.fault()
+            self.fired.set()
+            while not self.stop.is_set():
+                now = self.progress()
+                if now is not None and now > before:
+                    self.recovery_s = time.monotonic() - started
+                    return
+                time.sleep(0.02)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+            self.fired.set()
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.join(timeout=30)
+        if self.error is not None:
+            raise self.error
+
+
+def terminate_backends(admin_url: str, database: str) -> int:
+    """``pg_terminate_backend`` on every session of ``database``; how many were cut."""
+    with contextlib.closing(connect(admin_url)) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) AS cut FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (database,),
+        ).fetchall()
+    return sum(1 for row in rows if row["cut"])
+
+
+def lock_table(url: str, table: str, seconds: float) -> threading.Thread:
+    """Hold an exclusive lock on ``table`` for ``seconds`` from a background thread; returns
+    once the lock is taken (statements on the table block meanwhile, and so run into
+    ``statement_timeout``)."""
+    taken = threading.Event()
+
+    def hold() -> None:
+        with contextlib.closing(connect(url)) as conn, conn.transaction():
+            conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+            taken.set()
+            time.sleep(seconds)
+
+    thread = threading.Thread(target=hold, name="table-lock", daemon=True)
+    thread.start()
+    if not taken.wait(30):
+        raise RuntimeError(f"could not lock {table}")
+    return thread
+
+
+# --------------------------------------------------------------------------------------------
+# PgBouncer in transaction mode
+
+
+class PgBouncer:
+    """A PgBouncer (transaction pooling, 2 server connections) in front of ``server_port``,
+    run as ``nobody`` under root (it refuses root). Needs the ``pgbouncer`` binary."""
+
+    def __init__(self, server_port: int, database: str) -> None:
+        self.server_port, self.database = server_port, database
+        self.port = free_port()
+        self.folder = Path(tempfile.mkdtemp(prefix="dynakrag-pgbouncer-"))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("pgbouncer") is not None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def __enter__(self) -> PgBouncer:
+        ini = self.folder / "pgbouncer.ini"
+        ini.write_text(
+            "[databases]\n"
+            f"{self.database} = host=127.0.0.1 port={self.server_port} dbname={self.database}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {self.folder / 'users.txt'}\n"
+            "pool_mode = transaction\ndefault_pool_size = 2\nmax_client_conn = 50\n"
+            "ignore_startup_parameters = extra_float_digits,options\n",
+            encoding="utf-8",
+        )
+        (self.folder / "users.txt").write_text('"postgres" ""\n', encoding="utf-8")
+        as_account: dict[str, Any] = {}
+        if os.geteuid() == 0:
+            nobody = pwd.getpwnam("nobody")
+            for path in (self.folder, ini, self.folder / "users.txt"):
+                os.chown(path, nobody.pw_uid, nobody.pw_gid)
+            as_account = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
+        log = (self.folder / "pgbouncer.log").open("wb")
+        self.process = subprocess.Popen(
+            ["pgbouncer", str(ini)], stdout=log, stderr=subprocess.STDOUT, **as_account
+        )
+        deadline = time.monotonic() + 30
+        while count(self.url, "SELECT 1") is None:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.__exit__()
+                raise RuntimeError((self.folder / "pgbouncer.log").read_text()[-2000:])
+            time.sleep(0.1)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=10)
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Workloads
+
+
+def write_demo_corpus(path: Path) -> Path:
+    """The demo corpus as the JSONL a user would pass to ``ask --corpus``."""
+    from dynakrag.data.demo import demo_passages
+    from dynakrag.data.demo_corpus import generate_demo_corpus
+
+    passages = demo_passages(generate_demo_corpus(7))
+    lines = [json.dumps({"id": p.id, "title": p.title, "text": p.text}) for p in passages]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@dataclass
+class AskOutcome:
+    tried: int
+    finished: int
+    lost_steps: int
+    duplicate_steps: int
+    errors: list[str]
+
+
+def ask_runs(
+    url: str, corpus: Path, questions: Sequence[str], capsys: Any, tag: str = "ask"
+) -> AskOutcome:
+    """``dynakrag ask QUESTION --corpus FILE --log URL --json`` for each question; then each
+    run's trajectory read back from the log against the trace it printed."""
+    from dynakrag.training.trajectories import read_transitions
+
+    capsys.readouterr()  # what ran before
+    finished, lost, duplicate, errors = 0, 0, 0, []
+    for question in questions:
+        argv = ["ask", question, "--corpus", str(corpus), "--log", url, "--json"]
+        code = cli.main(argv)
+        captured = capsys.readouterr()
+        if code != 0:
+            errors.append(captured.err.strip())
+            continue
+        final = json.loads(captured.out)
+        actions = [step["action"] for step in final["trace"]]
+        logged = [t.action for t in read_transitions(url, final["run_id"])]
+        finished += 1
+        lost += max(0, len(actions) - len(logged))
+        duplicate += max(0, len(logged) - len(actions))
+        assert logged == actions[: len(logged)], f"{tag}: the log's steps are not the run's"
+    return AskOutcome(len(questions), finished, lost, duplicate, errors)
+
+
+def collect_argv(limit: int, *extra: str) -> list[str]:
+    return ["collect", "--dataset", "demo", "--limit", str(limit), "--retriever", "bm25", *extra]
+
+
+@dataclass
+class RecordCheck:
+    questions_lost: int
+    records_lost: int
+    duplicates: int
+
+
+def compare_records(logged: list[dict[str, Any]], expected: list[dict[str, Any]]) -> RecordCheck:
+    """Records lost and duplicated, as multisets of canonical lines."""
+    from collections import Counter
+
+    have = Counter(canonical_json_line(r) for r in logged)
+    want = Counter(canonical_json_line(r) for r in expected)
+    missing = want - have
+    extra = have - want
+    asked = {r["example_id"] for r in expected}
+    got = {r["example_id"] for r in logged}
+    return RecordCheck(len(asked - got), sum(missing.values()), sum(extra.values()))
+
+
+def reference_records(tmp: Path, limit: int) -> list[dict[str, Any]]:
+    """The records of a fault-free single-process collection of ``limit`` demo questions."""
+    out = tmp / f"reference-{limit}.jsonl"
+    if not out.exists():
+        assert cli.main(collect_argv(limit, "--out", str(out))) == 0
+    return read_jsonl(out)

@@ -1,0 +1,607 @@
+"""Faults at scale: the database, a worker, the model server or the disk fails mid-run, and
+nothing is lost or written twice.
+
+A real PostgreSQL (the project's :class:`~dynakrag.postgres.LocalPostgres`, a server of this
+module's own: the tests restart it) takes the checkpoints of ``dynakrag ask --log`` and the
+records of ``dynakrag collect --log``; the model is a fake OpenAI-compatible server on
+loopback, or, for the embedded server, the stdlib stand-in of the supervisor tests. Each test
+adds one row to RELIABILITY.md's "Faults at scale" table (runs tried and finished, questions
+and records lost, duplicate records, recovery time). The Dask ones are ``slow``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dynakrag import cli
+from dynakrag.postgres import LocalPostgres, connect, embedded_postgres_available
+from dynakrag.training.trajectories import read_log_records, write_log_records
+from tests.fakes import demo_responder
+from tests.reliability.scale_faults import (
+    DEMO,
+    QUESTIONS,
+    FaultRow,
+    Injector,
+    PgBouncer,
+    ask_runs,
+    collect_argv,
+    compare_records,
+    count,
+    lock_table,
+    reference_records,
+    terminate_backends,
+    write_demo_corpus,
+)
+from tests.reliability.support import REPO_ROOT, FakeOpenAI, clean_env, no_proxy, serving
+
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.postgres,
+    pytest.mark.skipif(not embedded_postgres_available(), reason="needs dynakrag[postgres]"),
+]
+
+Report = Callable[[FaultRow], None]
+CHECKPOINTS = "SELECT count(*) FROM checkpoints"
+LOGGED = "SELECT count(DISTINCT example_id) FROM dynakrag_records"
+
+
+@pytest.fixture
+def fault_row(record_property: Callable[[str, object], None]) -> Report:
+    def report(row: FaultRow) -> None:
+        record_property("scale_fault", row.json())
+
+    return report
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalPostgres]:
+    """A server of this module's own (restarted by the tests); throwaway durability."""
+    with LocalPostgres(settings={"fsync": "off", "synchronous_commit": "off"}) as local:
+        yield local
+
+
+_databases = iter(range(1, 10_000))
+
+
+@pytest.fixture
+def database(server: LocalPostgres) -> tuple[str, str]:
+    name = f"faults_{next(_databases)}"
+    return name, server.create_database(name)
+
+
+@pytest.fixture
+def fake_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """A fake model answering the demo questions; ``ask``/``collect`` reach it over loopback,
+    retrieve with BM25 and cache nowhere shared."""
+    answers = {e.question: e.answers[0] for e in DEMO}
+    with serving(FakeOpenAI(demo_responder(answers))) as fake:
+        monkeypatch.setenv("DYNAKRAG_LLM_BASE_URL", fake.base_url)
+        monkeypatch.setenv("DYNAKRAG_CACHE_DIR", str(tmp_path / "cache"))
+        monkeypatch.setenv("DYNAKRAG_RETRIEVER", "bm25")
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        monkeypatch.setenv("NO_PROXY", no_proxy())
+        yield fake
+
+
+def _faults(server: LocalPostgres, name: str) -> dict[str, Callable[[], None]]:
+    admin = server.url_of("postgres")
+
+    def drop_connections() -> None:
+        for _ in range(3):
+            terminate_backends(admin, name)
+            time.sleep(0.2)
+
+    return {"restart": server.restart, "connections dropped": drop_connections}
+
+
+# --------------------------------------------------------------------------------------------
+# The database
+
+
+@pytest.mark.parametrize("fault", ["restart", "connections dropped"])
+def test_ask_log_survives_database_faults(
+    fault: str, server, database, fake_model, tmp_path: Path, capsys, fault_row: Report
+) -> None:
+    name, url = database
+    corpus = write_demo_corpus(tmp_path / "demo.jsonl")
+    injector = Injector(lambda: count(url, CHECKPOINTS), 4, _faults(server, name)[fault])
+    injector.start()
+    try:
+        outcome = ask_runs(url, corpus, [e.question for e in DEMO[:QUESTIONS]], capsys)
+    finally:
+        injector.finish()
+    assert injector.fired.is_set(), "the fault never fired"
+    fault_row(
+        FaultRow(
+            f"PostgreSQL {fault}",
+            "ask --log",
+            outcome.tried,
+            outcome.finished,
+            outcome.tried - outcome.finished,
+            outcome.lost_steps,
+            outcome.duplicate_steps,
+            injector.recovery_s,
+            "records = logged steps of each run",
+        )
+    )
+    assert outcome.errors == []
+    assert (outcome.finished, outcome.lost_steps, outcome.duplicate_steps) == (QUESTIONS, 0, 0)
+
+
+@pytest.mark.parametrize("fault", ["restart", "connections dropped"])
+def test_collect_log_survives_database_faults(
+    fault: str, server, database, fake_model, tmp_path: Path, fault_row: Report
+) -> None:
+    name, url = database
+    expected = reference_records(tmp_path, QUESTIONS)
+    injector = Injector(lambda: count(url, LOGGED), 1, _faults(server, name)[fault])
+    injector.start()
+    try:
+        code = cli.main(collect_argv(QUESTIONS, "--log", url))
+    finally:
+        injector.finish()
+    assert injector.fired.is_set(), "the fault never fired"
+    check = compare_records(read_log_records(url), expected)
+    fault_row(
+        FaultRow(
+            f"PostgreSQL {fault}",
+            "collect --log",
+            1,
+            int(code == 0),
+            check.questions_lost,
+            check.records_lost,
+            check.duplicates,
+            injector.recovery_s,
+        )
+    )
+    assert code == 0
+    assert (check.questions_lost, check.records_lost, check.duplicates) == (0, 0, 0)
+
+
+def test_statement_timeout_is_retried(
+    server, database, fake_model, tmp_path: Path, capsys, fault_row: Report
+) -> None:
+    """Statements blocked by a lock past ``statement_timeout`` (250 ms) are cancelled by the
+    server and retried until the lock goes (1.5 s)."""
+    name, url = database
+    corpus = write_demo_corpus(tmp_path / "demo.jsonl")
+    questions = [e.question for e in DEMO[:QUESTIONS]]
+    ask_runs(url, corpus, questions[:1], capsys)  # the tables exist before the timeout is set
+    write_log_records(url, [{"dataset": "warm-up", "example_id": "0"}])
+    with contextlib.closing(connect(url)) as conn:
+        conn.execute(f"ALTER DATABASE {name} SET statement_timeout = '250ms'")
+    holders: list[threading.Thread] = []
+
+    def lock_both() -> None:
+        holders.append(lock_table(url, "checkpoints", 1.5))
+        holders.append(lock_table(url, "dynakrag_records", 1.5))
+
+    expected = reference_records(tmp_path, QUESTIONS)
+    injector = Injector(lambda: count(url, CHECKPOINTS), 12, lock_both)
+    injector.start()
+    try:
+        outcome = ask_runs(url, corpus, questions[1:], capsys)
+        code = cli.main(collect_argv(QUESTIONS, "--log", url))
+    finally:
+        injector.finish()
+        for holder in holders:
+            holder.join()
+    assert injector.fired.is_set(), "the fault never fired"
+    logged = [r for r in read_log_records(url) if r.get("dataset") != "warm-up"]
+    check = compare_records(logged, expected)
+    runs, finished = outcome.tried + 1, outcome.finished + int(code == 0)
+    fault_row(
+        FaultRow(
+            "statement timeout (250 ms, table locked 1.5 s)",
+            "ask --log + collect --log",
+            runs,
+            finished,
+            runs - finished + check.questions_lost,
+            outcome.lost_steps + check.records_lost,
+            outcome.duplicate_steps + check.duplicates,
+            injector.recovery_s,
+        )
+    )
+    assert outcome.errors == [] and code == 0
+    assert (outcome.lost_steps, outcome.duplicate_steps) == (0, 0)
+    assert (check.questions_lost, check.records_lost, check.duplicates) == (0, 0, 0)
+
+
+@pytest.mark.skipif(not PgBouncer.available(), reason="needs pgbouncer (apt-get install pgbouncer)")
+def test_transaction_pooler_with_dropped_connections(
+    server, database, fake_model, tmp_path: Path, capsys, fault_row: Report
+) -> None:
+    """Through PgBouncer in transaction mode (2 server connections shared by every client:
+    a prepared statement would be missing on the next one), with the server's sessions cut
+    mid-run."""
+    name, _ = database
+    corpus = write_demo_corpus(tmp_path / "demo.jsonl")
+    expected = reference_records(tmp_path, QUESTIONS)
+    with PgBouncer(server.port, name) as pooler:
+        url = pooler.url
+        injector = Injector(
+            lambda: count(url, CHECKPOINTS), 4, _faults(server, name)["connections dropped"]
+        )
+        injector.start()
+        try:
+            outcome = ask_runs(url, corpus, [e.question for e in DEMO[:QUESTIONS]], capsys)
+            code = cli.main(collect_argv(QUESTIONS, "--log", url))
+        finally:
+            injector.finish()
+        check = compare_records(read_log_records(url), expected)
+    runs, finished = outcome.tried + 1, outcome.finished + int(code == 0)
+    fault_row(
+        FaultRow(
+            "PgBouncer 1.18 transaction pooling + connections dropped",
+            "ask --log + collect --log",
+            runs,
+            finished,
+            runs - finished + check.questions_lost,
+            outcome.lost_steps + check.records_lost,
+            outcome.duplicate_steps + check.duplicates,
+            injector.recovery_s,
+        )
+    )
+    assert outcome.errors == [] and code == 0
+    assert (outcome.lost_steps, outcome.duplicate_steps) == (0, 0)
+    assert (check.questions_lost, check.records_lost, check.duplicates) == (0, 0, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Two users on one server
+
+
+def test_two_users_runs_do_not_cross(server, database, fault_row: Report) -> None:
+    """Two users at once on one database, each with a corpus (collection) of their own: every
+    checkpoint of a user's runs holds only that user's passages, every record sits under that
+    user's dataset."""
+    from dynakrag.data.demo import demo_passages
+    from dynakrag.data.demo_corpus import generate_demo_corpus
+    from dynakrag.graph.builder import build_graph
+    from dynakrag.graph.runlog import run_config, trajectory_log
+    from dynakrag.training.trajectories import list_threads, read_transitions
+    from tests.fakes import KeywordSearcher, demo_chat_model
+
+    _, url = database
+    corpora = {"alice": generate_demo_corpus(7), "bob": generate_demo_corpus(11)}
+    threads: dict[str, list[str]] = {user: [] for user in corpora}
+    errors: list[BaseException] = []
+
+    def work(user: str) -> None:
+        try:
+            corpus = corpora[user]
+            answers = {q.question: q.answer for q in corpus.questions}
+            with trajectory_log(url) as saver:
+                graph = build_graph(
+                    KeywordSearcher(demo_passages(corpus)),
+                    demo_chat_model(answers),
+                    checkpointer=saver,
+                )
+                for question in corpus.questions[:QUESTIONS]:
+                    config = run_config(command="ask", user=user)
+                    final = graph.invoke({"question": question.question}, config)
+                    threads[user].append(config["configurable"]["thread_id"])
+                    records = [
+                        {"dataset": user, "example_id": question.id, "answer": final["answer"]}
+                    ]
+                    write_log_records(url, records)
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(user,)) for user in corpora]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    texts = {user: {p.text for p in demo_passages(c)} for user, c in corpora.items()}
+    crossed = 0
+    for user, ids in threads.items():
+        for thread in ids:
+            for step in read_transitions(url, thread):
+                assert step.run.get("user") == user
+                evidence = {d["text"] for d in step.next_state.get("evidence", [])}
+                crossed += len(evidence - texts[user])
+    records = read_log_records(url)
+    crossed += sum(
+        1
+        for r in records
+        if r["example_id"] not in {q.id for q in corpora[r["dataset"]].questions[:QUESTIONS]}
+    )
+    assert set(list_threads(url)) == set(threads["alice"]) | set(threads["bob"])
+    fault_row(
+        FaultRow(
+            "two users, one server, different collections",
+            "ask --log (concurrent)",
+            2 * QUESTIONS,
+            len(threads["alice"]) + len(threads["bob"]),
+            0,
+            2 * QUESTIONS - len(records),
+            0,
+            None,
+            f"{crossed} items crossed",
+        )
+    )
+    assert crossed == 0
+    assert len(records) == 2 * QUESTIONS
+
+
+# --------------------------------------------------------------------------------------------
+# The embedded model server killed mid-generation
+
+HOLDING_SERVER = textwrap.dedent(
+    """
+    import http.server, json, os, sys, time
+    port, launches, hold, generating = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    with open(launches, "a") as f:
+        f.write(f"{os.getpid()}\\n")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _send(self, body):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self._send(b'{"object": "list", "data": [{"id": "local", "object": "model"}]}')
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            while os.path.exists(hold):  # mid-generation until killed
+                open(generating, "w").close()
+                time.sleep(0.05)
+            self._send(json.dumps({
+                "id": "x", "object": "chat.completion", "created": 0, "model": "local",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "alive"}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+            }).encode())
+
+        def log_message(self, *args):
+            pass
+
+    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    """
+)
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:  # an unreaped child of ours counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_model_server_killed_mid_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault_row: Report
+) -> None:
+    """The shared server is SIGKILLed while it generates: the request is retried on a
+    restarted server (same address) and answered; killed again, the next request fails with
+    one clear error instead of hanging."""
+    from dynakrag.errors import ModelUnavailableError
+    from dynakrag.llm import embedded
+
+    script = tmp_path / "holding_server.py"
+    script.write_text(HOLDING_SERVER, encoding="utf-8")
+    launches, hold, generating = tmp_path / "launches", tmp_path / "hold", tmp_path / "generating"
+
+    def factory(port: int) -> list[str]:
+        return [sys.executable, str(script), str(port), str(launches), str(hold), str(generating)]
+
+    servers: list[Any] = []
+
+    def new_server(cache_dir: Any, **_: Any) -> Any:
+        servers.append(
+            embedded.SharedServer(tmp_path, identity="fake", command_factory=factory, idle_s=0.5)
+        )
+        return servers[-1]
+
+    monkeypatch.setattr(embedded, "_singleton", None)
+    monkeypatch.setattr(embedded, "_new_server", new_server)
+    try:
+        model = embedded.embedded_chat_model(tmp_path, max_retries=1, timeout=60)
+        hold.touch()
+        replies: list[Any] = []
+        asking = threading.Thread(target=lambda: replies.append(model.invoke("question?")))
+        asking.start()
+        assert _wait_for(generating.exists), "the request never reached the server"
+        first = int(launches.read_text().split()[0])
+        killed_at = time.monotonic()
+        os.kill(first, signal.SIGKILL)
+        hold.unlink()
+        asking.join(timeout=120)
+        recovery = time.monotonic() - killed_at
+        answered = bool(replies) and replies[0].content == "alive"
+        pids = [int(p) for p in launches.read_text().split()]
+        os.kill(pids[-1], signal.SIGKILL)  # a second death: past the restart budget
+        assert _wait_for(lambda: _pid_gone(pids[-1]))
+        with pytest.raises(ModelUnavailableError) as error:
+            model.invoke("another question?")
+        message = " ".join(str(error.value).split())  # how the CLI prints it: one line
+    finally:
+        for server in servers:
+            server.shutdown()
+    fault_row(
+        FaultRow(
+            "embedded model server SIGKILLed mid-generation",
+            "chat request (ask)",
+            2,
+            int(answered),
+            0,
+            0,
+            0,
+            recovery,
+            f"restarted once ({len(pids)} launches); second death: {message[:60]}...",
+        )
+    )
+    assert answered and len(pids) == 2
+    assert message.startswith("the embedded model server died again")
+
+
+# --------------------------------------------------------------------------------------------
+# The log disk full
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, size_kb: int) -> Iterator[str]:
+    """``folder`` on a ``size_kb`` tmpfs (root), else this process limited to files of
+    ``size_kb`` (RLIMIT_FSIZE); yields which."""
+    import resource
+
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(folder)],
+            capture_output=True,
+            check=False,
+        ).returncode
+        == 0
+        if os.geteuid() == 0
+        else False
+    )
+    if mounted:
+        try:
+            yield "tmpfs"
+        finally:
+            subprocess.run(["umount", "-l", str(folder)], check=False)
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size_kb * 1024, hard))
+    try:
+        yield "RLIMIT_FSIZE"
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) -> None:
+    """``ask --log`` into a SQLite log on a full disk, and an eval journal on it: a one-line
+    error, and what was written before stays readable."""
+    from dynakrag.training.trajectories import list_threads, read_transitions
+    from dynakrag.workers import Journal, JournalWriteError
+
+    corpus = write_demo_corpus(tmp_path / "demo.jsonl")
+    disk = tmp_path / "disk"
+    questions = [e.question for e in DEMO]
+    finished, error, journal_error, kept = 0, "", "", 0
+    with small_disk(disk, 1536) as how:
+        log = disk / "runs.sqlite"
+        journal = Journal(disk / "eval.json.partial.jsonl", {"run": 1})
+        for number in range(100):  # questions an evaluation finished before the disk filled
+            journal.add(f"q{number}", {"answer": "x" * 256})
+        for number in range(150):
+            argv = ["ask", questions[number % len(questions)], "--corpus", str(corpus)]
+            code = cli.main([*argv, "--log", str(log), "--quiet"])
+            captured = capsys.readouterr()
+            if code != 0:
+                error = captured.err.strip()
+                break
+            finished += 1
+        try:
+            for number in range(100, 10_000):
+                journal.add(f"q{number}", {"answer": "x" * 256})
+        except JournalWriteError as exc:
+            journal_error = str(exc)
+        finally:
+            journal.close()
+        kept = len(Journal(disk / "eval.json.partial.jsonl", {"run": 1}).done)
+        with contextlib.closing(sqlite3.connect(str(log))) as conn:
+            integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        readable = sum(1 for thread in list_threads(log) if read_transitions(log, thread))
+    fault_row(
+        FaultRow(
+            f"log disk full ({how}, 384 KiB)",
+            "ask --log FILE.sqlite + eval journal",
+            finished + 1,
+            finished,
+            1,
+            0,
+            0,
+            None,
+            f"error: {error[:70]}; {readable} runs and {kept} journal lines readable",
+        )
+    )
+    assert error.startswith("dynakrag: error:") and "\n" not in error
+    assert "full" in error or "space" in error.lower() or "large" in error.lower()
+    assert integrity == "ok" and readable >= finished > 0, (error, log.stat().st_size)
+    assert journal_error and "\n" not in journal_error and kept >= 100
+
+
+# --------------------------------------------------------------------------------------------
+# Orphans
+
+OWNER = textwrap.dedent(
+    """
+    import sys, time
+    from dynakrag.postgres import LocalPostgres
+    server = LocalPostgres(settings={"fsync": "off"})
+    server.start()
+    print(server.server_pid, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_killed_owner_leaves_no_postgres(tmp_path: Path, fault_row: Report) -> None:
+    """A process that started a LocalPostgres is SIGKILLed (no clean-up of its own runs): its
+    watchdog stops the server and removes the data folder."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER],
+        cwd=REPO_ROOT,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        pid = int(owner.stdout.readline())
+        assert not _pid_gone(pid)
+        killed_at = time.monotonic()
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+        gone = _wait_for(lambda: _pid_gone(pid), timeout=90)
+        recovery = time.monotonic() - killed_at
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+    fault_row(
+        FaultRow(
+            "process owning a LocalPostgres SIGKILLed",
+            "orphan clean-up",
+            1,
+            int(gone),
+            0,
+            0,
+            0,
+            recovery,
+            "server gone (watchdog); model servers: supervisor leases",
+        )
+    )
+    assert gone, "the killed owner's PostgreSQL outlived it"
