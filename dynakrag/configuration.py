@@ -142,6 +142,15 @@ class Configuration(BaseModel):
         description="DICS selection model: 'default' (the shipped one) or a file written by "
         "'dynakrag train-selector'.",
     )
+    abstain: bool = Field(
+        default=True,
+        description="Give no answer, with a reason, when the evidence does not support one: "
+        "the question has no content, names something no passage mentions or shares too few "
+        "words with the passages, or the answer is not stated in the passages "
+        "(dynakrag.actions.grounding); 'sufficient' then also needs the question's names in "
+        "the evidence. False: the earlier behaviour (always an answer, 'insufficient "
+        "evidence' at worst). Environment: DYNAKRAG_ABSTAIN=0.",
+    )
     seed: int = Field(default=13, description="Seed for every random choice in a run.")
     retriever: RetrieverName = Field(
         default="dense",

@@ -181,7 +181,42 @@ def answer_messages(
     ]
 
 
+# The grounding check's one generator call (dynakrag.actions.grounding), made only when the
+# answer's words are partly in the passages and no string match decides. It opens like the
+# answer (the answer's system text, then the passages) so a server that keeps its KV cache
+# re-reads only the request, and ends with its own marker so task_of tells it apart.
+VERIFY_TASK = (
+    "Check a proposed answer against the passages above. Reply with JSON only: "
+    '{"supported": true} when the passages state that answer to the question, '
+    '{"supported": false} when they do not state it or state something else. '
+    "Do not use what you know beyond the passages."
+)
+VERIFY_REQUEST_END = "Verdict:"
+VERIFY_MAX_TOKENS = 12
+
+
+def verify_messages(
+    question: str, answer: str, passages: Sequence[dict[str, Any]]
+) -> list[tuple[str, str]]:
+    """Ask whether the passages state ``answer`` to ``question`` (a JSON yes/no)."""
+    return [
+        ("system", ANSWER_SYSTEM),
+        (
+            "human",
+            f"{format_passages(passages)}\n\n{VERIFY_TASK}\nQuestion: {question}\n"
+            f"Proposed answer: {answer}\n{VERIFY_REQUEST_END}",
+        ),
+    ]
+
+
+def verified(reply: dict[str, Any] | None) -> bool:
+    """Whether a reply to :func:`verify_messages` confirms the answer (anything but a JSON
+    ``true`` under ``supported`` does not)."""
+    return isinstance(reply, dict) and reply.get("supported") is True
+
+
 DECOMPOSE, SUFFICIENCY, REWRITE, ANSWER = "decompose", "sufficiency", "rewrite", "answer"
+VERIFY = "verify"
 
 
 def _content(message: Any) -> str:
@@ -191,8 +226,9 @@ def _content(message: Any) -> str:
 
 def task_of(messages: Sequence[Any]) -> str | None:
     """Which of the graph's calls ``messages`` is (``DECOMPOSE``, ``SUFFICIENCY``, ``REWRITE``,
-    ``ANSWER``), or None for any other prompt. Scripted models and the eval tally use it: the
-    sufficiency check and the answer share their system text; their requests end differently."""
+    ``ANSWER``, ``VERIFY``), or None for any other prompt. Scripted models and the eval tally
+    use it: the sufficiency check, the answer and the grounding check share their system text;
+    their requests end differently."""
     if not messages:
         return None
     system, request = _content(messages[0]), _content(messages[-1]).rstrip()
@@ -205,6 +241,8 @@ def task_of(messages: Sequence[Any]) -> str | None:
             return SUFFICIENCY
         if request.endswith(ANSWER_REQUEST_END):
             return ANSWER
+        if request.endswith(VERIFY_REQUEST_END):
+            return VERIFY
     return None
 
 

@@ -117,7 +117,15 @@ class State(InputState, total=False):
     accounting: Annotated[dict[str, dict[str, int]], merge_accounting]
 
     answer: str
-    """The final answer ("insufficient evidence" when none could be given)."""
+    """The final answer: empty when the run abstained; with ``abstain`` off, "insufficient
+    evidence" when none could be given."""
+    abstained: bool
+    """The run gave no answer because the evidence does not support one
+    (:mod:`dynakrag.actions.grounding`; setting ``abstain``)."""
+    abstain_reason: str
+    """Why it abstained, one sentence ("" when it answered)."""
+    answer_citations: list[str]
+    """Ids of the evidence passages the answer rests on (empty when it abstained)."""
 
 
 ADDITIVE_FIELDS: tuple[str, ...] = (
@@ -150,6 +158,9 @@ def initial_state(question: str) -> State:
         compressed=False,
         rewrites=0,
         answer="",
+        abstained=False,
+        abstain_reason="",
+        answer_citations=[],
         frontier={},
         trace=[],
         steps=0,

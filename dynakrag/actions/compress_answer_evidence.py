@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from dynakrag.actions.common import Resources, action_update
+from dynakrag.actions.grounding import EVIDENCE_VERDICT, abstention_before_answer
 from dynakrag.actions.sufficiency_check import is_grounded
 from dynakrag.actions.text import content_words, looks_like_value, question_names
 from dynakrag.configuration import Configuration
@@ -119,6 +120,11 @@ def compress_answer_evidence(
         # Documented fallback: nothing scored as support keeps the evidence as it was.
         keep = {i for _, i in positive} or set(range(min(len(evidence), cfg.max_final_docs)))
         kept = [doc for i, doc in enumerate(evidence) if i in keep]
+    if cfg.abstain:
+        # The answer reads the kept passages, but whether the evidence covers the question is
+        # judged on all of it: a passage naming the question's subject may be dropped here.
+        verdict = abstention_before_answer(state["question"], evidence)
+        details[EVIDENCE_VERDICT] = verdict.record() if verdict is not None else None
     return action_update(
         state,
         "compress_answer_evidence",

@@ -1,4 +1,12 @@
-"""stop_answer: end the run and write the final answer from the evidence."""
+"""stop_answer: end the run and write the final answer from the evidence, or abstain.
+
+With the ``abstain`` setting (default) the answer must stand on the evidence
+(:mod:`dynakrag.actions.grounding`): a question without content, without evidence, naming what
+no passage mentions or sharing too few words with the passages gets no answer and no model
+call; an answer the passages do not state is withdrawn. The run then ends with ``answer`` empty,
+``abstained`` true and ``abstain_reason`` saying why. Either way ``answer_citations`` lists the
+passages an answer rests on.
+"""
 
 from __future__ import annotations
 
@@ -6,46 +14,116 @@ from typing import Any
 
 from dynakrag import prompts
 from dynakrag.actions.common import Resources, action_update, evidence_window
+from dynakrag.actions.compress_answer_evidence import answer_passages
+from dynakrag.actions.grounding import (
+    EVIDENCE_VERDICT,
+    AbstentionVerdict,
+    abstention_before_answer,
+    check_answer,
+    verdict_from_record,
+)
 from dynakrag.actions.text import looks_like_value
 from dynakrag.configuration import Configuration
 from dynakrag.llm.answers import parse_final_answer
-from dynakrag.state import State
+from dynakrag.llm.client import NO_USAGE, Usage
+from dynakrag.state import Document, State
 
 
 def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
-    """Answer from at most ``max_final_docs`` passages.
+    """Answer from at most ``max_final_docs`` passages, or abstain (setting ``abstain``).
 
     Fallbacks: no evidence, or no usable reply, gives the last sub-question's answer when the
     sufficiency check found every part and that answer is an entity, else "insufficient
-    evidence".
+    evidence" (with ``abstain``: an abstention).
     """
+    question = state["question"]
     evidence = evidence_window(state, cfg)
-    answer: str | None = None
-    usage_kwargs: dict[str, Any] = {}
-    if evidence:
-        facts = [
-            (sub["question"], sub["answer"])
-            for sub in state.get("sub_questions", [])
-            if sub.get("answer")
-        ]
-        reply, usage = resources.llm.text(
-            prompts.answer_messages(state["question"], evidence, facts),
-            max_tokens=prompts.ANSWER_MAX_TOKENS,
-        )
-        usage_kwargs["usage"] = usage
-        answer = parse_final_answer(reply)
+    if cfg.abstain:
+        early = _verdict_before_answer(state, evidence)
+        if early is not None:
+            return _final_update(state, evidence, "", early, NO_USAGE, fallback=False)
+    answer, usage = _read_answer(state, resources, evidence)
     fallback = answer is None
     if fallback:
         subs = state.get("sub_questions", [])
         last = subs[-1]["answer"] if subs and state.get("sufficient") else None
         # A chain's last sub-answer answers it; a bare value (a comparison's date) does not.
         answer = last if last and not looks_like_value(last) else prompts.INSUFFICIENT_EVIDENCE
+    assert answer is not None
+    window = {doc["id"] for doc in evidence}
+    chain = [doc["id"] for _, _, doc in answer_passages(state) if doc["id"] in window]
+    checked = state.get("evidence_count_at_check", -1) >= 0
+    verdict = check_answer(
+        question,
+        answer,
+        evidence,
+        sub_questions=state.get("sub_questions") if checked else None,
+        chain_passages=chain,
+        llm=resources.llm if cfg.abstain else None,
+    )
+    if not cfg.abstain:
+        # The earlier behaviour: the answer stands; the citations are kept when it is stated.
+        verdict = AbstentionVerdict(
+            False, citations=() if verdict.abstained else verdict.citations, grounding=""
+        )
+    usage += verdict.usage
+    final = "" if verdict.abstained else answer
+    return _final_update(state, evidence, final, verdict, usage, fallback=fallback)
+
+
+def _verdict_before_answer(state: State, evidence: list[Document]) -> AbstentionVerdict | None:
+    """:func:`abstention_before_answer` of the evidence the controller acquired: of the
+    passages before compression when ``compress_answer_evidence`` just ran (it judged them),
+    else of the answer's passages."""
+    trace = state.get("trace") or []
+    last = trace[-1] if trace else {}
+    if last.get("action") == "compress_answer_evidence" and EVIDENCE_VERDICT in last:
+        recorded = last[EVIDENCE_VERDICT]
+        return verdict_from_record(recorded) if recorded else None
+    return abstention_before_answer(state["question"], evidence)
+
+
+def _read_answer(
+    state: State, resources: Resources, evidence: list[Document]
+) -> tuple[str | None, Usage]:
+    """The reader's answer over ``evidence`` (None: no evidence or no usable reply)."""
+    if not evidence:
+        return None, NO_USAGE
+    facts = [
+        (sub["question"], sub["answer"])
+        for sub in state.get("sub_questions", [])
+        if sub.get("answer")
+    ]
+    reply, usage = resources.llm.text(
+        prompts.answer_messages(state["question"], evidence, facts),
+        max_tokens=prompts.ANSWER_MAX_TOKENS,
+    )
+    return parse_final_answer(reply), usage
+
+
+def _final_update(
+    state: State,
+    evidence: list[Document],
+    answer: str,
+    verdict: AbstentionVerdict,
+    usage: Usage,
+    *,
+    fallback: bool,
+) -> dict[str, Any]:
     return action_update(
         state,
         "stop_answer",
         counts_as_step=False,
-        details={"answer": answer, "fallback": fallback, "final_docs": len(evidence)},
+        usage=usage,
+        details={
+            "answer": answer,
+            "fallback": fallback,
+            "final_docs": len(evidence),
+            **verdict.record(),
+        },
         answer=answer,
         evidence=evidence,
-        **usage_kwargs,
+        abstained=verdict.abstained,
+        abstain_reason=verdict.reason,
+        answer_citations=list(verdict.citations),
     )

@@ -3,6 +3,10 @@
 A yes/no "is this enough?" prompt is unreliable with small models (they say yes to evidence
 that misses an entity), so the generator instead answers each sub-question from the evidence
 or says UNKNOWN; every UNKNOWN part becomes a recorded gap.
+
+With the ``abstain`` setting (default) "sufficient" also needs the question to have content
+and every name it asks about (:func:`dynakrag.actions.grounding.missing_entities`) to be in
+the evidence; each missing name becomes a gap too, so the controller searches for it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dynakrag import prompts
 from dynakrag.actions.bridge_entities import detect_bridge_entities
 from dynakrag.actions.common import Resources, action_update, evidence_window
 from dynakrag.actions.gaps import open_gaps
+from dynakrag.actions.grounding import has_answerable_content, missing_entities
 from dynakrag.actions.text import content_words, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.decomposition import decompose, resolve_references
@@ -87,8 +92,16 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
         SubQuestion(question=resolve_references(text, answers), answer=answer)
         for text, answer in zip(texts, answers, strict=True)
     ]
-    gaps = open_gaps(sub_questions, state.get("queried_gaps", []))
+    queried = state.get("queried_gaps", [])
+    gaps = open_gaps(sub_questions, queried)
     sufficient = all(answer is not None for answer in answers)
+    entity_details: dict[str, Any] = {}
+    if cfg.abstain:
+        missing = missing_entities(question, evidence)
+        searched = {gap.lower() for gap in [*queried, *gaps]}
+        gaps += [name for name in missing if name.lower() not in searched]
+        sufficient = sufficient and not missing and has_answerable_content(question)
+        entity_details["missing_entities"] = missing
     return action_update(
         state,
         "sufficiency_check",
@@ -98,6 +111,7 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
             "gaps": gaps,
             "parsed": raw is not None,
             "ungrounded_answers": rejected,
+            **entity_details,
         },
         sub_questions=sub_questions,
         gaps=gaps,

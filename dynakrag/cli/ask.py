@@ -9,7 +9,7 @@ from typing import Any
 
 from dynakrag.cli.arguments import EXIT_OK, add_run_options, run_configuration
 from dynakrag.cli.generator import check_model_reached, make_llm
-from dynakrag.cli.output import explanation_lines, stream_run, to_json
+from dynakrag.cli.output import answer_line, explanation_lines, stream_run, to_json
 from dynakrag.cli.runlog import logged_run, run_id
 from dynakrag.configuration import Configuration
 from dynakrag.graph.runlog import describe_log
@@ -29,7 +29,12 @@ def add_parser(subparsers: Any) -> None:
         help="made by 'dynakrag index build': a FAISS index directory or a pgvector "
         "collection, postgresql://user@host:port/db?collection=NAME",
     )
-    parser.add_argument("--json", action="store_true", help="print the final state as JSON")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the final state as JSON (with 'abstained', 'abstain_reason' and "
+        "'answer_citations')",
+    )
     parser.add_argument(
         "--explain",
         action="store_true",
@@ -43,7 +48,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_ask(args: argparse.Namespace) -> int:
-    """Answer one question from a corpus, an index, or the demo corpus."""
+    """Answer one question from a corpus, an index, or the demo corpus; prints
+    ``No answer: <reason>`` instead of ``Answer: ...`` when the run abstained (exit code 0)."""
     from dynakrag.graph.builder import build_graph, validate_question
 
     cfg = run_configuration(args)
@@ -61,7 +67,7 @@ def run_ask(args: argparse.Namespace) -> int:
             final["explanations"] = explanation_lines(final.get("trace", []))
         print(to_json(final))
         return EXIT_OK
-    print(f"Answer: {final.get('answer', '')}")
+    print(answer_line(final))
     if args.log and not args.quiet:
         print(f"Logged run {run_id(config)} to {describe_log(args.log)}")
     return EXIT_OK

@@ -8,7 +8,7 @@ from typing import Any
 
 from dynakrag.cli.arguments import EXIT_OK, add_run_options, run_configuration
 from dynakrag.cli.generator import check_model_reached, make_llm
-from dynakrag.cli.output import stream_run
+from dynakrag.cli.output import answer_line, stream_run
 from dynakrag.cli.runlog import logged_run, run_id
 from dynakrag.graph.runlog import describe_log
 
@@ -52,7 +52,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(
             f"Gold support found: {hits}/{len(gold.support)}; gold answer: {gold.answer}", file=out
         )
-    print(f"Answer: {final.get('answer', '')}", file=out)
+    print(answer_line(final), file=out)
     if args.log and not args.quiet:
         print(f"Logged run {run_id(config)} to {describe_log(args.log)}", file=out)
     return EXIT_OK

@@ -45,12 +45,25 @@ def format_step(entry: dict[str, Any], *, explain: bool = False) -> str:
     if entry["action"] == "sufficiency_check":
         verdict = "sufficient" if entry.get("sufficient") else f"gaps: {entry.get('gaps')}"
         line += f"\n    {verdict}"
+    if entry["action"] == "stop_answer" and entry.get("abstained"):
+        line += f"\n    abstained: {entry.get('abstain_reason')}"
+    elif entry["action"] == "stop_answer" and entry.get("answer_citations"):
+        line += f"\n    cites: {', '.join(entry['answer_citations'])}"
     if explain and entry.get("explanation"):
         from dynakrag.policy.explain import describe
 
         lines = describe(entry["explanation"], with_lambda=entry.get("step") == 1)
         line += "".join(f"\n    {text}" for text in lines)
     return line
+
+
+def answer_line(final: dict[str, Any]) -> str:
+    """The last line of ``ask`` and ``demo``: ``Answer: ...``, or ``No answer: <reason>`` when
+    the run abstained (setting ``abstain``; the exit code stays 0: abstaining is an outcome,
+    not an error)."""
+    if final.get("abstained"):
+        return f"No answer: {final.get('abstain_reason') or 'the evidence does not support one'}"
+    return f"Answer: {final.get('answer', '')}"
 
 
 def explanation_lines(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:

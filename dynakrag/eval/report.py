@@ -36,6 +36,7 @@ COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("prompt_tokens", "prompt tok"),
     ("completion_tokens", "compl. tok"),
     ("latency_s", "latency s"),
+    ("abstain_rate", "abstain"),
 )
 _RATIOS = frozenset(
     {
@@ -47,6 +48,7 @@ _RATIOS = frozenset(
         "context_recall",
         "context_f1",
         "sr_per_retrieval_call",
+        "abstain_rate",
     }
 )
 
@@ -163,7 +165,7 @@ def markdown_report(result: dict[str, Any], *, image: str | None = None) -> str:
                     _fmt("f1", q.get("f1")),
                     str(len(q.get("evidence", []))),
                     str(len(q.get("actions", []))),
-                    _cell(q.get("prediction", ""), 40),
+                    _cell(_prediction(q), 40),
                     _cell(" / ".join(q.get("gold_answers", [])), 40),
                 ]
             )
@@ -172,6 +174,13 @@ def markdown_report(result: dict[str, Any], *, image: str | None = None) -> str:
     if image:
         out += ["", f"![plots]({image})"]
     return "\n".join(out) + "\n"
+
+
+def _prediction(question: dict[str, Any]) -> str:
+    """The prediction cell: the answer, or why the method abstained."""
+    if question.get("abstained"):
+        return f"(no answer: {question.get('abstain_reason', '')})"
+    return str(question.get("prediction", ""))
 
 
 def plot_report(result: dict[str, Any], path: str | Path) -> Path:

@@ -24,7 +24,9 @@ Output (also written to ``out`` as JSON, with ``<out>.md`` and ``<out>.png`` bes
     configuration, cache statistics, timings). ``summary``: per-question averages of
     ``support_recall``, ``em``, ``f1``, ``context_precision``, ``context_recall``,
     ``context_f1``, ``anc`` (mean number of evidence passages), ``anls``, ``retrieval_calls``,
-    ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``latency_s`` (answer metrics are
+    ``llm_calls``, ``prompt_tokens``, ``completion_tokens``, ``latency_s``, ``abstain_rate``
+    (share of questions the method gave no answer to, setting ``abstain``; an abstention's
+    prediction is ``""`` and scores as that empty answer; answer metrics and the rate are
     None with ``no_answer``), plus ``n`` and ``sr_per_retrieval_call``: mean support recall
     divided by mean retrieval calls (a ratio of the two means, not a mean of per-question
     ratios, so questions with zero calls are well defined; None when no retrieval was made).
@@ -93,6 +95,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "prompt_tokens",
     "completion_tokens",
     "latency_s",
+    "abstain_rate",
 )
 DERIVED_KEYS: tuple[str, ...] = ("sr_per_retrieval_call",)
 """Summary entries computed from the means (see the module docstring)."""
@@ -199,17 +202,23 @@ def question_record(
         "em": answers["em"],
         "f1": answers["f1"],
         "anls": answers["anls"],
+        # An abstention is scored as the empty answer it is (its prediction is "").
+        "abstained": None if no_answer else result.abstained,
+        "abstain_reason": "" if no_answer else result.abstain_reason,
+        "answer_citations": list(result.answer_citations),
         "details": result.details,
     }
 
 
 def summarize_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per-question averages of :data:`SUMMARY_KEYS` (``anc`` = mean ``num_chunks``); a key
+    """Per-question averages of :data:`SUMMARY_KEYS` (``anc`` = mean ``num_chunks``,
+    ``abstain_rate`` = mean ``abstained``); a key
     with no numeric value (answer metrics under ``no_answer``) is None. Adds ``n`` and
     ``sr_per_retrieval_call`` = mean SR / mean retrieval calls (None without retrievals)."""
     summary: dict[str, Any] = {}
+    sources = {"anc": "num_chunks", "abstain_rate": "abstained"}
     for key in SUMMARY_KEYS:
-        source = "num_chunks" if key == "anc" else key
+        source = sources.get(key, key)
         values = [r[source] for r in records if isinstance(r.get(source), int | float)]
         summary[key] = sum(values) / len(values) if values else None
     recall, calls = summary["support_recall"], summary["retrieval_calls"]

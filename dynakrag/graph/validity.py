@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dynakrag.actions.bridge_entities import pending_bridge_entities
+from dynakrag.actions.grounding import has_answerable_content
 from dynakrag.configuration import Configuration
 from dynakrag.policy.token_budget import BUDGET_RULE, TokenCosts, budget_status
 from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, State
@@ -51,7 +52,11 @@ def _has_evidence(state: State) -> bool:
 
 
 def _answered(state: State) -> bool:
-    return bool(state.get("answer"))
+    return bool(state.get("answer")) or bool(state.get("abstained"))
+
+
+def _nothing_to_answer(state: State, cfg: Configuration) -> bool:
+    return cfg.abstain and not has_answerable_content(state["question"])
 
 
 def _frontier_exhausted(state: State) -> bool:
@@ -65,6 +70,13 @@ RULES: tuple[Rule, ...] = (
         frozenset(ACTIONS),
         "Once an answer is written nothing else may run.",
         lambda s, c: _answered(s),
+    ),
+    Rule(
+        "question_needs_content",
+        frozenset(ACTIONS) - {"stop_answer"},
+        "A question without content ('?', a run of commas) is answered at once, by abstaining "
+        "(setting abstain).",
+        _nothing_to_answer,
     ),
     Rule(
         "step_budget",

@@ -48,8 +48,12 @@ LIMIT = Configuration().max_question_chars
 
 
 def check_answered(final: dict[str, Any], text: str) -> None:
-    """A normal run: a non-empty answer, a trace ending in stop_answer, budgets held."""
-    assert isinstance(final["answer"], str) and final["answer"].strip()
+    """A normal run: a non-empty answer (or an abstention with its reason), a trace ending in
+    stop_answer, budgets held."""
+    if final["abstained"]:
+        assert final["answer"] == "" and final["abstain_reason"].strip()
+    else:
+        assert isinstance(final["answer"], str) and final["answer"].strip()
     actions = [entry["action"] for entry in final["trace"]]
     assert actions and actions[-1] == "stop_answer" and set(actions) <= set(ACTIONS)
     cfg = Configuration()
@@ -154,8 +158,11 @@ def check_cli_outcome(item: Hostile, code: int, out: str, err: str) -> None:
         assert out == ""
     else:
         assert code == 0, (code, out[-500:], err[-500:])
-        assert out.splitlines()[-1].startswith("Answer: "), out[-500:]
-        assert len(out.splitlines()[-1]) > len("Answer: ")
+        # An answer, or an abstention with its reason (exit 0 as well).
+        last = out.splitlines()[-1]
+        label = "No answer: " if last.startswith("No answer: ") else "Answer: "
+        assert last.startswith(label), out[-500:]
+        assert len(last) > len(label)
         assert err == "", err
 
 
@@ -206,7 +213,8 @@ def test_cli_option_like_arguments(reliability: Recorder) -> None:
         elif "--help" in argv[:2]:
             assert out.startswith("usage: dynakrag ask")
         else:
-            assert out.splitlines()[-1].startswith("Answer: "), (argv, out)
+            last = out.splitlines()[-1]
+            assert last.startswith(("Answer: ", "No answer: ")), (argv, out)
     reliability(
         "option-like arguments via CLI main (ask -x, ask -- --help, ...)",
         len(OPTION_LIKE),

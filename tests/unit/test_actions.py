@@ -526,11 +526,16 @@ def test_stop_answer_answers_from_the_evidence() -> None:
     assert "Kestrel Labs" in prompt.split(f'title="{prompts.FACTS_TITLE}"')[1]
 
 
+WITHOUT_ABSTENTION = Configuration(abstain=False)
+"""The fallbacks below are those of the earlier behaviour; tests/unit/test_abstention.py tests
+the abstentions that replace them by default."""
+
+
 def test_stop_answer_without_evidence_does_not_call_the_model() -> None:
     recorder = fixed("Velford")
     res, _ = resources(recorder)
     state = make_state()
-    update = stop_answer(state, res, Configuration())
+    update = stop_answer(state, res, WITHOUT_ABSTENTION)
     assert update["answer"] == prompts.INSUFFICIENT_EVIDENCE == "insufficient evidence"
     assert recorder.calls == []
     entry = check_accounting(
@@ -543,7 +548,7 @@ def test_stop_answer_survives_a_failing_model() -> None:
     recorder = failing()
     res, _ = resources(recorder)
     state = make_state(evidence=[doc("ada"), doc("kestrel")])
-    update = stop_answer(state, res, Configuration())
+    update = stop_answer(state, res, WITHOUT_ABSTENTION)
     assert update["answer"] == "insufficient evidence"
     assert len(recorder.calls) == 1
     entry = check_accounting(
@@ -556,7 +561,7 @@ def test_stop_answer_survives_a_failing_model() -> None:
 @pytest.mark.parametrize("reply", ["", "   \n ", '""', "Answer:"])
 def test_stop_answer_falls_back_on_an_empty_reply(reply: str) -> None:
     res, _ = resources(fixed(reply))
-    update = stop_answer(make_state(evidence=[doc("ada")]), res, Configuration())
+    update = stop_answer(make_state(evidence=[doc("ada")]), res, WITHOUT_ABSTENTION)
     assert update["answer"] == "insufficient evidence"
 
 
@@ -570,7 +575,10 @@ def test_stop_answer_falls_back_to_the_last_sub_answer_when_sufficient() -> None
     assert stop_answer(state, res, Configuration())["answer"] == "Velford"
     # Not judged sufficient: no guess from the sub-answers.
     not_sufficient = make_state(evidence=[doc("ada")], sub_questions=subs, sufficient=False)
-    assert stop_answer(not_sufficient, res, Configuration())["answer"] == "insufficient evidence"
+    assert stop_answer(not_sufficient, res, WITHOUT_ABSTENTION)["answer"] == "insufficient evidence"
+    # With abstention (the default) that is no answer, with the reason.
+    abstained = stop_answer(not_sufficient, res, Configuration())
+    assert abstained["answer"] == "" and abstained["abstained"] and abstained["abstain_reason"]
 
 
 def test_stop_answer_trims_to_max_final_docs() -> None:

@@ -55,6 +55,9 @@ QUESTION_KEYS = {
     "context_recall",
     "context_f1",
     "anls",
+    "abstained",
+    "abstain_reason",
+    "answer_citations",
 }
 META_KEYS = {
     "method",
@@ -167,7 +170,8 @@ def test_every_method_runs_and_reports_everything(
         recomputed.append(len(gold & found) / len(gold))
         assert record["support_recall"] == pytest.approx(recomputed[-1])
         assert record["gold_support"] == list(by_id[record["id"]].support)
-        assert record["prediction"]
+        # An answer, or an abstention (scored as the empty answer) with its reason.
+        assert record["prediction"] or (record["abstained"] and record["abstain_reason"])
     assert written["summary"]["support_recall"] == pytest.approx(sum(recomputed) / 2)
     if setting == "distractor":
         for record in written["questions"]:
@@ -185,9 +189,11 @@ def test_no_answer_makes_no_answer_call(hotpot, cfg: Configuration, method: str)
     assert all("answer" not in q["actions"] for q in result["questions"])
     assert result["summary"]["em"] is None and result["summary"]["anls"] is None
     assert result["summary"]["support_recall"] is not None
-    # With answers, the same run does ask the answer prompt once per question.
+    # With answers, the same run does ask the answer prompt once per question (abstention off:
+    # its checks may decide before the answer is asked).
     model, recorder = fake_model(hotpot)
-    run(hotpot, cfg.model_copy(update={"cache_dir": cfg.cache_dir / "b"}), method, chat_model=model)
+    answering = cfg.model_copy(update={"cache_dir": cfg.cache_dir / "b", "abstain": False})
+    run(hotpot, answering, method, chat_model=model)
     assert recorder.count(prompts.ANSWER) == 2
 
 
@@ -397,11 +403,11 @@ def test_ircot_keeps_to_the_retrieval_budget() -> None:
 
 def test_naive_retrieves_k_and_answers_insufficient_without_evidence() -> None:
     llm, seen = scripted(lambda system, last: "Ada Voss")
-    result = NaiveMethod(k=2).run("Who was born in Marsk?", FixedSearcher(WORLD), llm,
-                                  Configuration())  # fmt: skip
+    off = Configuration(abstain=False)  # test_abstention.py: the same with abstention
+    result = NaiveMethod(k=2).run("Who was born in Marsk?", FixedSearcher(WORLD), llm, off)
     assert [d["id"] for d in result.evidence] == ["kestrel", "ada"]
     assert result.prediction == "Ada Voss"
-    empty = NaiveMethod().run("zzz", KeywordSearcher(WORLD), llm, Configuration())
+    empty = NaiveMethod().run("zzz", KeywordSearcher(WORLD), llm, off)
     assert empty.prediction == prompts.INSUFFICIENT_EVIDENCE and empty.llm_calls == 0
     assert len(seen) == 1
 

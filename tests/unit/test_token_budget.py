@@ -308,8 +308,13 @@ def test_eval_with_a_token_budget_stays_within_it(scripted_backend: None, tmp_pa
 
 @needs_data
 def test_calibrate_writes_a_policy_whose_curve_drives_budget_runs(
-    scripted_backend: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    scripted_backend: None,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Every run must write an answer for the cost table to price it: no abstention.
+    monkeypatch.setenv("DYNAKRAG_ABSTAIN", "0")
     out = tmp_path / "calibrated.npz"
     argv = ["calibrate", "--policy", "learned", "--dataset", "2wiki", "--limit", "3",
             "--lambdas", "0", "1", "--retriever", "bm25", "--setting", "open", "--no-cache",

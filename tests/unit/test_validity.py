@@ -25,6 +25,7 @@ CONTROL_ACTIONS = ACQUISITION_ACTIONS | {"sufficiency_check"}
 # Every rule in RULES must be exercised by a test below (see test_every_rule_has_a_test).
 TESTED_RULES = {
     "answered_ends_run",
+    "question_needs_content",
     "step_budget",
     "retrieval_budget",
     "first_step_retrieves",
@@ -110,6 +111,23 @@ def test_answered_ends_run() -> None:
     assert valid_actions(make_state(answer="x", steps=9, retrieval_calls=9), CFG) == []
     assert not blocks("answered_ends_run", rich_state())
     assert not blocks("answered_ends_run", rich_state(answer=""))
+
+
+def test_an_abstention_ends_the_run_too() -> None:
+    abstained = rich_state(answer="", abstained=True, abstain_reason="no passage")
+    assert blocks("answered_ends_run", abstained)
+    assert valid_actions(abstained, CFG) == []
+
+
+def test_question_needs_content() -> None:
+    for text in ("?", "What?", ",,,,", "\ufffd\ufffd\ufffd", "-h"):
+        empty = make_state(question=text, query=text)
+        assert blocks("question_needs_content", empty)
+        # Nothing but the answer (an abstention) may run, even before any evidence.
+        assert valid_actions(empty, CFG) == ["stop_answer"]
+        assert not blocks("question_needs_content", empty, Configuration(abstain=False))
+    assert not blocks("question_needs_content", rich_state())
+    assert not blocks("question_needs_content", make_state())
 
 
 def test_step_budget_stops_control_steps() -> None:

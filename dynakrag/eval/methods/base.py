@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dynakrag import prompts
+from dynakrag.actions.grounding import AbstentionVerdict, abstention_before_answer, check_answer
 from dynakrag.configuration import Configuration, RetrieverName
 from dynakrag.llm.answers import parse_final_answer
 from dynakrag.llm.client import NO_USAGE, LLMClient, Messages, Usage
@@ -39,6 +40,12 @@ class MethodResult:
     completion_tokens: int = 0
     details: dict[str, Any] = field(default_factory=dict)
     """Method-specific extras (sub-questions, reasoning, the graph trace)."""
+    abstained: bool = False
+    """The method gave no answer because the evidence does not support one (``prediction``
+    is then empty; setting ``abstain``)."""
+    abstain_reason: str = ""
+    answer_citations: list[str] = field(default_factory=list)
+    """Ids of the evidence passages the answer rests on."""
 
 
 class Method(ABC):
@@ -93,8 +100,14 @@ class Tally:
             self.retrieval_calls += retrievals
 
     def result(
-        self, prediction: str, evidence: list[Evidence], actions: list[str], **details: Any
+        self,
+        prediction: str,
+        evidence: list[Evidence],
+        actions: list[str],
+        verdict: AbstentionVerdict | None = None,
+        **details: Any,
     ) -> MethodResult:
+        """The method's result; ``verdict``: the grounding check's (:func:`grounded_answer`)."""
         return MethodResult(
             prediction=prediction,
             evidence=evidence,
@@ -104,6 +117,9 @@ class Tally:
             prompt_tokens=self.usage.prompt_tokens,
             completion_tokens=self.usage.completion_tokens,
             details=details,
+            abstained=verdict.abstained if verdict is not None else False,
+            abstain_reason=verdict.reason if verdict is not None else "",
+            answer_citations=list(verdict.citations) if verdict is not None else [],
         )
 
 
@@ -168,3 +184,27 @@ def final_answer(
     )
     tally.add(usage)
     return clean_answer(reply)
+
+
+def grounded_answer(
+    method: Method,
+    question: str,
+    evidence: list[Evidence],
+    llm: LLMClient,
+    tally: Tally,
+    actions: list[str],
+    cfg: Configuration,
+) -> tuple[str, AbstentionVerdict | None]:
+    """:func:`final_answer` under the graph's abstention rules (setting ``abstain``): the same
+    checks as ``stop_answer`` (:mod:`dynakrag.actions.grounding`) before the answer (no call
+    when they abstain) and on it, so a baseline and the graph abstain alike. The prediction
+    is ``""`` when it abstains; the verdict is None with ``abstain`` off or ``no_answer``."""
+    if method.no_answer or not cfg.abstain:
+        return final_answer(method, question, evidence, llm, tally, actions), None
+    early = abstention_before_answer(question, evidence)
+    if early is not None:
+        return "", early
+    answer = final_answer(method, question, evidence, llm, tally, actions)
+    verdict = check_answer(question, answer, evidence, llm=llm)
+    tally.add(verdict.usage)
+    return ("" if verdict.abstained else answer), verdict

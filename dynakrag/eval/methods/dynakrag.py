@@ -264,6 +264,9 @@ class DynakragMethod(Method):
             prompt_tokens=int(final.get("prompt_tokens", 0)),
             completion_tokens=int(final.get("completion_tokens", 0)),
             details=details,
+            abstained=bool(final.get("abstained")) and not self.no_answer,
+            abstain_reason="" if self.no_answer else str(final.get("abstain_reason") or ""),
+            answer_citations=list(final.get("answer_citations") or []),
         )
 
 

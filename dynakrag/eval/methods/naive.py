@@ -1,5 +1,6 @@
 """The ``naive`` method: one retrieval of the top ``k`` passages (default 5) for the question,
-then the answer."""
+then the answer (with the ``abstain`` setting, under the graph's grounding check:
+:func:`~dynakrag.eval.methods.base.grounded_answer`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
-from dynakrag.eval.methods.base import Method, MethodResult, Tally, final_answer, retrieve
+from dynakrag.eval.methods.base import Method, MethodResult, Tally, grounded_answer, retrieve
 from dynakrag.llm.client import LLMClient
 from dynakrag.retrieval.base import Searcher
 
@@ -33,5 +34,5 @@ class NaiveMethod(Method):
         evidence = retrieve(searcher, question, self.k, self.k)
         tally.add(retrievals=1)
         actions = ["retrieve"]
-        prediction = final_answer(self, question, evidence, llm, tally, actions)
-        return tally.result(prediction, evidence, actions)
+        prediction, verdict = grounded_answer(self, question, evidence, llm, tally, actions, cfg)
+        return tally.result(prediction, evidence, actions, verdict)
