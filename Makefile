@@ -39,22 +39,29 @@ lint: setup
 studio: setup
 	$(VENV)/bin/langgraph dev --no-browser
 
-# The shipped learned policy (issue #13): exploration rollouts with branching on EVERY usable
-# train row of HotpotQA, 2Wiki and MuSiQue (splits.json; never an eval row), open setting, the
-# retriever `ask` uses by default (Configuration.retriever), the configured generator (the
-# embedded model), 2 rollouts, seed 13; then the forests (feature schema 2, answer labels).
-# Many hours on 2 CPU cores. Each collect resumes a killed run where it stopped and reads the
-# disk LLM cache, so a rerun only refits. The records ship next to the policy (lines sorted,
-# gzip -n: the same records give the same bytes) and the policy is fitted from that file.
+# The shipped learned policy (issues #13, #24): exploration rollouts with branching on a
+# stratified sample of POLICY_SAMPLE train questions per dataset (question type x hop count;
+# splits.json's train rows, never an eval row) of HotpotQA, 2Wiki and MuSiQue, open setting
+# over the pool of ALL of a dataset's train questions, the retriever `ask` uses by default
+# (Configuration.retriever), the configured generator (the embedded model), the paper's
+# support-recall labels (no answers in branches), 1 rollout, seed 13; then the forests
+# (feature schema 2). Collection cost and levers: docs/collection.md. Each collect resumes a
+# killed run where it stopped, continues from the shipped records (--resume-from: their
+# finished questions are copied, not collected again; a larger POLICY_SAMPLE adds only new
+# questions) and reads the disk LLM cache, so a rerun only refits. The records ship next to
+# the policy (lines sorted, gzip -n: the same records give the same bytes) and the policy is
+# fitted from that file.
 POLICY_RUNS := runs/default-policy
 POLICY_SETS := hotpotqa 2wiki musique
+POLICY_SAMPLE := 100
 POLICY_FILE := dynakrag/policy/models/default_policy.npz
 POLICY_RECORDS := dynakrag/policy/models/default_policy.records.jsonl.gz
 default-policy: setup
 	mkdir -p $(POLICY_RUNS)
 	for dataset in $(POLICY_SETS); do \
 	  $(VENV)/bin/dynakrag collect --dataset $$dataset --split train --setting open \
-	    --rollouts 2 --seed 13 --out $(POLICY_RUNS)/$$dataset.jsonl || exit 1; \
+	    --sample $(POLICY_SAMPLE) --labels recall --rollouts 1 --seed 13 \
+	    --resume-from $(POLICY_RECORDS) --out $(POLICY_RUNS)/$$dataset.jsonl || exit 1; \
 	done
 	LC_ALL=C sort $(foreach d,$(POLICY_SETS),$(POLICY_RUNS)/$(d).jsonl) \
 	  | gzip -n -9 > $(POLICY_RECORDS).tmp

@@ -3,6 +3,13 @@
 Every call returns its usage so nodes can account tokens and calls. A reply that cannot be
 used (the request kept failing, or the JSON could not be parsed) is returned as ``None`` and
 each action documents its fallback for that case.
+
+A reply cut at its completion budget (the openai client raises ``LengthFinishReasonError``
+for a JSON reply that hit ``max_tokens``) is not asked again at the same budget, where a
+deterministic model would cut it again: it is asked once more with twice the budget (within
+the model's own ``max_tokens``), and if that is cut too (or there is no room), a JSON reply is
+repaired from its cut text (:func:`repair_cut_json`: the complete items before the cut). Only
+a reply that none of this saves counts as a failed request.
 """
 
 from __future__ import annotations
@@ -161,7 +168,11 @@ class LLMClient:
         """
         options = request_options(self.model, max_tokens=max_tokens, logprobs=logprobs)
         runnable = self.model.bind(**options) if options else self.model
-        return self._invoke(runnable, messages)
+        try:
+            return self._invoke(runnable, messages)
+        except _CutShort as cut:  # a plain-text reply never is; counted as failed if it were
+            self._count_failure(cut.error, 0)
+            return None, cut.usage
 
     def _call(
         self,
@@ -170,6 +181,39 @@ class LLMClient:
         json_reply: bool,
         max_tokens: int | None = None,
         schema: Mapping[str, Any] | None = None,
+    ) -> tuple[str | None, Usage]:
+        """The reply text of one request (the single path of :meth:`text` and :meth:`json`);
+        a reply cut at its budget is asked again with more room, or repaired (module doc)."""
+        try:
+            return self._ask(messages, json_reply=json_reply, max_tokens=max_tokens, schema=schema)
+        except _CutShort as cut:
+            first_cut = cut
+        usage = first_cut.usage
+        last_cut = first_cut
+        larger = self._retry_budget(max_tokens)
+        if larger is not None:
+            logger.info("LLM reply cut at its token budget: asking again with %d tokens", larger)
+            try:
+                text, more = self._ask(
+                    messages, json_reply=json_reply, max_tokens=larger, schema=schema
+                )
+                return text, usage + more
+            except _CutShort as again:
+                last_cut, usage = again, usage + again.usage
+        repaired = repair_cut_json(last_cut.partial) if json_reply else None
+        if repaired is not None:
+            logger.warning("LLM JSON reply cut at its token budget: kept its complete items")
+            return json.dumps(repaired, ensure_ascii=False), usage
+        self._count_failure(last_cut.error, 0)
+        return None, usage
+
+    def _ask(
+        self,
+        messages: Messages,
+        *,
+        json_reply: bool,
+        max_tokens: int | None,
+        schema: Mapping[str, Any] | None,
     ) -> tuple[str | None, Usage]:
         options = request_options(self.model, max_tokens=max_tokens)
         if json_reply and self.json_mode:
@@ -180,8 +224,29 @@ class LLMClient:
         reply, usage = self._invoke(runnable, messages)
         return (message_text(reply).strip() if reply is not None else None), usage
 
+    def _retry_budget(self, max_tokens: int | None) -> int | None:
+        """The budget to ask a cut reply again with: twice the one it was cut at, within the
+        model's own ``max_tokens``; None when there is no more room (or no budget known)."""
+        target = getattr(self.model, "inner", self.model)
+        extra_body = (getattr(target, "extra_body", None) or {}) if speaks_openai(target) else {}
+        ceiling = extra_body.get("max_tokens")
+        ceiling = ceiling if isinstance(ceiling, int) else None
+        asked = max_tokens if max_tokens is not None else ceiling
+        if asked is None:
+            return None
+        if ceiling is not None:
+            asked = min(asked, ceiling)
+        larger = 2 * asked if ceiling is None else min(2 * asked, ceiling)
+        return larger if larger > asked else None
+
+    def _count_failure(self, exc: BaseException, attempt: int) -> None:
+        self.failed_requests += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        logger.warning("LLM request failed (attempt %d): %s", attempt + 1, exc)
+
     def _invoke(self, runnable: Any, messages: Messages) -> tuple[Any | None, Usage]:
-        """Invoke with bounded retries; the first non-empty reply message, or None."""
+        """Invoke with bounded retries; the first non-empty reply message, or None. A reply cut
+        at its budget raises :class:`_CutShort` at once (asking again would cut it again)."""
         usage = NO_USAGE
         prompt_text = "\n".join(content for _, content in messages)
         for attempt in range(self.max_retries + 1):
@@ -190,12 +255,10 @@ class LLMClient:
             except ModelUnavailableError:
                 raise  # the backend gave up for good (e.g. the embedded server died twice)
             except Exception as exc:  # any backend fault: timeout, refused, 429, 5xx
+                if type(exc).__name__ in CUT_SHORT_ERRORS:
+                    raise _CutShort(exc, usage + _cut_usage(exc, prompt_text)) from exc
                 usage += Usage(1, estimate_tokens(prompt_text), 0)
-                self.failed_requests += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                logger.warning("LLM request failed (attempt %d): %s", attempt + 1, exc)
-                if type(exc).__name__ in REPEATED_FAILURES:
-                    break
+                self._count_failure(exc, attempt)
                 if attempt < self.max_retries:
                     time.sleep(self.backoff_s * (2**attempt))
                 continue
@@ -213,9 +276,87 @@ class LLMClient:
         return self.failed_requests > 0 and self.replies == 0
 
 
-REPEATED_FAILURES = frozenset({"LengthFinishReasonError"})
-"""Failures a retry repeats: a reply cut at its completion budget (the openai client refuses to
-parse it) comes back the same from a deterministic model, so it is not asked again."""
+CUT_SHORT_ERRORS = frozenset({"LengthFinishReasonError"})
+"""Failures that mean "the reply was cut at its completion budget" (the openai client refuses to
+parse it): a deterministic model would cut it again at the same budget, so it is asked again
+only with more room, else repaired (:meth:`LLMClient._call`)."""
+
+
+class _CutShort(Exception):
+    """A reply cut at its completion budget, with what the attempts so far cost (raised and
+    caught inside :class:`LLMClient`)."""
+
+    def __init__(self, error: BaseException, usage: Usage) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.usage = usage
+        self.partial = _cut_text(error)
+
+
+def _cut_text(error: BaseException) -> str:
+    """The text a cut reply got to (``LengthFinishReasonError.completion``), or ""."""
+    choices = getattr(getattr(error, "completion", None), "choices", None) or []
+    message = getattr(choices[0], "message", None) if choices else None
+    content = getattr(message, "content", None)
+    return content if isinstance(content, str) else ""
+
+
+def _cut_usage(error: BaseException, prompt_text: str) -> Usage:
+    """What a cut reply cost: the completion's reported usage, else an estimate."""
+    usage = getattr(getattr(error, "completion", None), "usage", None)
+    prompt = getattr(usage, "prompt_tokens", None)
+    completion = getattr(usage, "completion_tokens", None)
+    if isinstance(prompt, int) and isinstance(completion, int):
+        return Usage(1, prompt, completion)
+    return Usage(1, estimate_tokens(prompt_text), estimate_tokens(_cut_text(error)))
+
+
+def repair_cut_json(text: str | None) -> dict[str, Any] | None:
+    """The JSON object a reply cut mid-way was writing, from its complete items: the text up to
+    the last complete value (a string, number or bracketed value ended, or a comma after one),
+    with the brackets still open closed; None when no complete prefix is a JSON object.
+
+    ``{"sub_questions": ["Who made X?", "Where was he bo`` gives
+    ``{"sub_questions": ["Who made X?"]}``: an item the cut broke is dropped, never guessed.
+    """
+    start = (text or "").find("{")
+    if start < 0:
+        return None
+    body = (text or "")[start:]
+    closers: list[str] = []
+    cuts: list[tuple[int, str]] = []  # (end of a complete prefix, the brackets to close it)
+    in_string = escaped = False
+    for index, char in enumerate(body):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+                cuts.append((index + 1, "".join(reversed(closers))))
+            continue
+        if char == '"':
+            in_string = True
+        elif char in "[{":
+            closers.append("]" if char == "[" else "}")
+        elif char in "]}":
+            if not closers:
+                break
+            closers.pop()
+            if not closers:
+                break  # the object is complete: nothing was cut
+            cuts.append((index + 1, "".join(reversed(closers))))
+        elif char == ",":
+            cuts.append((index, "".join(reversed(closers))))
+    for end, closing in reversed(cuts):
+        try:
+            value = json.loads(body[:end] + closing)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
 
 
 def message_text(reply: Any) -> str:

@@ -3,81 +3,69 @@
 For every training example, ``rollouts`` exploration rollouts run from the initial state:
 epsilon-greedy over the valid set A(s) around a behaviour policy (the heuristic by default),
 seeded per (seed, example, rollout). From every state a rollout visits, each valid action is
-also run once on a copy of the state (``branch=True``), so every action there has a labelled
-outcome. States are identified by their action history, so a state reached by several
-rollouts is expanded (and recorded) once. A rollout ends when it chooses ``stop_answer`` or
-after ``compress_answer_evidence``.
+also labelled (``branch=True``): run once on a copy of the state where its label needs its
+outcome, so every action there has a label. States are identified by their action history, so
+a state reached by several rollouts is expanded (and recorded) once. A rollout ends when it
+chooses ``stop_answer`` or after ``compress_answer_evidence``.
 
-Labels use the example's gold support (``QAExample.gold_sets``) and gold answers, and are
-computed outside the state, which never holds gold. With SR =
-:func:`dynakrag.eval.metrics.support_recall` of the ids of a state's evidence and F1(s) the
-answer F1 (:func:`~dynakrag.eval.metrics.f1_score` against the gold answers) of the answer the
-graph's own answer step (``stop_answer``, run with :func:`~dynakrag.graph.replay.step`) writes
-from state s:
+Labels use the example's gold support (``QAExample.gold_sets``) and, for the answer labels,
+its gold answers; they are computed outside the state, which never holds gold. With SR =
+:func:`dynakrag.eval.metrics.support_recall` of the ids of a state's evidence, ``labels``
+chooses (:data:`LABELS`):
+
+``"recall"`` (the default; the paper's labels, label version 1): no answer is generated.
 
 * acquisition actions: ``SR(s') - SR(s)`` (the support they fetched)
+* ``sufficiency_check``: ``1`` when ``SR(s) == 1`` (the evidence already covers the gold
+  support), else ``0``
+* ``stop_answer``: ``SR(s)`` (stopping is worth the coverage reached)
+* ``compress_answer_evidence``: ``SR(s')`` (the coverage the compressed evidence keeps)
+
+and the continuation label of a state: the best SR reached later in a rollout through it
+minus ``SR(s)``. Neither ``stop_answer`` nor a ``sufficiency_check`` no rollout chooses is run
+(their labels read only ``SR(s)``: ``executed`` is false, ``deltas`` zero); a check a rollout
+chooses runs, as the rollout goes on from its state.
+
+``"answer"`` (label version 2 for the answer actions): with F1(s) the answer F1
+(:func:`~dynakrag.eval.metrics.f1_score` against the gold answers) of the answer the graph's
+own answer step (``stop_answer``, run with :func:`~dynakrag.graph.replay.step`) writes from
+state s, every branch of an answer action is answered:
+
+* acquisition actions: ``SR(s') - SR(s)``
 * ``stop_answer``: ``F1(s)`` (the answer is right or not: the branch stops here)
 * ``compress_answer_evidence``: ``F1(s')`` (the answer written from the compressed evidence)
 * ``sufficiency_check``: ``F1(s')`` (the answer written after the check, which adds the
   sub-answers it found)
 
-and the continuation label of a state: the best answer F1 reached later in a rollout through it
+and the continuation label: the best answer F1 reached later in a rollout through the state
 minus F1 of stopping now (the maximum over the rollouts that visited it, never below 0; F1 is
 0 where stopping is not valid yet), so the continuation model learns when stopping is safe.
 Each answer is generated once per state (shared between a stop branch, the check or
-compression that led to the state, and the continuation label). Without gold answers (label
-version 1, older records) the answer actions are labelled by support recall: ``SR(s) == 1``
-for sufficiency_check, ``SR(s)`` for stop_answer, ``SR(s')`` for compress_answer_evidence,
-and the continuation by the best later SR minus ``SR(s)``.
+compression that led to the state, and the continuation label).
 
-Record schema (one JSON object a line, ``RECORD_SCHEMA``)::
+``"visited-answer"``: answers only at the states the rollouts visit (one answer per visited
+state, not per branch): ``stop_answer`` and the continuation as for ``"answer"``, and a check
+or compression a rollout chooses by the answer at the state it leads to; a check or
+compression no rollout chooses keeps its recall label (label version 1).
 
-    schema          "dynakrag-transition/1"
-    source          "collect" (this module) or "log" (records_from_transitions)
-    example_id      the question's id (the thread id for a log)
-    dataset, split  where the question comes from (only "train" rows are collected)
-    step            actions taken before this state (0 at the initial state)
-    history         those actions, in order (identifies the state within the example)
-    feature_version FEATURE_SCHEMA_VERSION of ``features``
-    features        featurize(s, action) in that version (kept for readers of old records)
-    state           feature_inputs(s): a compact copy of what any feature may read, so that
-                    ``dynakrag train`` recomputes the features under its own schema
-    budgets         feature_config(cfg): the settings the features read
-    valid           A(s), the valid actions at s
-    action          the action the record labels
-    label           v(s, action) as defined above
-    label_version   2 (answer labels) or 1 (support-recall labels for the answer actions)
-    sr_before       SR(s)
-    sr_after        SR(s') (for stop_answer: of the final evidence the answer read)
-    f1_before       F1(s) (null where stopping is not valid or without gold answers)
-    f1_after        answer actions: F1 of the answer written right after the action, else null
-    answer          answer actions: that answer, else null
-    continuation    the continuation label of s (same in every record of s)
-    continuation_support  the support-recall continuation of s (label version 1's)
-    chosen          whether a rollout took this action from s
-    executed        whether the action ran
-    deltas          {retrieval_calls, llm_calls, prompt_tokens, completion_tokens} it spent
-                    (the action's own; an answer written after it is not counted)
-    question_records  how many records the question has (tells a finished question from
-                    one a killed collection cut short: :func:`finished_questions`)
-    collection      (collect only) the settings that produced it: seed, epsilon, rollouts,
-                    branching, retriever, setting
+Cost: the model requests of one question go through a :class:`RequestMemo`, so a request sent
+from several states (a rewrite from a state and from the same state after a check, the
+question's decomposition) is asked once (``memo=False`` asks every time; the records are the
+same either way); a :class:`CollectionReport` receives each question's seconds, model spend
+and memo hits, and each question left out with its reason.
 
-Records written before ``state`` existed carry only ``features`` (schema 1) and train only a
-schema-1 policy.
+The records' format is :mod:`dynakrag.training.records`'s.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import random
 import sys
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -87,7 +75,6 @@ from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.errors import UserInputError
 from dynakrag.eval.metrics import f1_score, state_support_recall
-from dynakrag.files import atomic_writer, read_jsonl
 from dynakrag.graph.replay import initial_state, step
 from dynakrag.graph.validity import valid_actions
 from dynakrag.llm.client import LLMClient
@@ -101,13 +88,22 @@ from dynakrag.policy.features import (
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
 from dynakrag.state import ACQUISITION_ACTIONS, State
+from dynakrag.training.collection_report import CollectionReport
 from dynakrag.training.gold import GoldBook, answer_support
+from dynakrag.training.records import (
+    RECORD_SCHEMA,
+    finished_questions,
+    read_records,
+    resume_collection,
+)
+from dynakrag.training.reply_memo import RequestMemo
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "ANSWER_ACTIONS",
     "COUNTERS",
+    "LABELS",
     "LABEL_VERSION",
     "RECORD_SCHEMA",
     "collect",
@@ -122,7 +118,6 @@ __all__ = [
     "split_runs",
 ]
 
-RECORD_SCHEMA = "dynakrag-transition/1"
 LABEL_VERSION = 2
 """Version of the label definitions (records carry it as ``label_version``; 1 before answers)."""
 ANSWER_ACTIONS: frozenset[str] = frozenset(
@@ -130,6 +125,8 @@ ANSWER_ACTIONS: frozenset[str] = frozenset(
 )
 """Actions labelled by the answer written right after them."""
 COUNTERS: tuple[str, ...] = ("retrieval_calls", "llm_calls", "prompt_tokens", "completion_tokens")
+LABELS: tuple[str, ...] = ("recall", "answer", "visited-answer")
+"""The label definitions :func:`collect` can write (module docstring); the first is the default."""
 GoldItems = Sequence[str | frozenset[str] | Iterable[str]]
 
 
@@ -306,21 +303,28 @@ def collect(
     rollouts: int = 2,
     behaviour: Policy | None = None,
     collection: Mapping[str, Any] | None = None,
+    labels: str = "recall",
+    memo: bool = True,
+    report: CollectionReport | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Labelled records (see the module docstring), example by example.
 
     ``searcher_factory(example)`` gives the searcher of an example (default: BM25 over its
     own passages). Raises :class:`UserInputError` for an ``eval`` example: collection is
-    training. Examples without gold support are skipped, and so are examples during which a
+    training. Examples without gold support are left out, and so are examples during which a
     model request failed (logged as an error: their labels would read the failure as a wrong
-    answer; a resumed collection runs them again). ``collection`` (the settings that
-    produced the records, e.g. seed and retriever) is copied into every record, so a resumed
-    collection can check that it continues the same one.
+    answer; a resumed collection runs them again); ``report`` counts both, with the reason.
+    ``collection`` (the settings that produced the records, e.g. seed and retriever) is
+    copied into every record, so a resumed collection can check that it continues the same
+    one. ``labels``: one of :data:`LABELS`; ``memo``: answer a repeated request of a question
+    from memory (:class:`RequestMemo`).
     """
     if not 0.0 <= epsilon <= 1.0:
         raise UserInputError(f"epsilon must be in [0, 1], got {epsilon}")
     if rollouts < 1:
         raise UserInputError(f"rollouts must be >= 1, got {rollouts}")
+    if labels not in LABELS:
+        raise UserInputError(f"unknown labels {labels!r}; choose one of {', '.join(LABELS)}")
     if behaviour is None:
         from dynakrag.policy.heuristic import HeuristicPolicy
 
@@ -335,10 +339,17 @@ def collect(
             )
         gold = example.gold_sets
         if not gold:
+            if report is not None:
+                report.leave_out(example, "no gold support to label with")
             continue
-        resources = Resources(searcher=factory(example), llm=client)
+        searcher = factory(example)  # building an index is not the question's cost
+        started = time.perf_counter()
+        asking = RequestMemo(client, remember=memo)
+        resources = Resources(searcher=searcher, llm=asking)
         failed = client.failed_requests
-        nodes = _explore(example, gold, resources, cfg, behaviour, epsilon, seed, branch, rollouts)
+        nodes = _explore(
+            example, gold, resources, cfg, behaviour, epsilon, seed, branch, rollouts, labels
+        )
         if client.failed_requests > failed:
             # A failed request reads as "no answer" and would mislabel: leave the question out.
             logger.error(
@@ -346,8 +357,17 @@ def collect(
                 example.id,
                 client.last_error,
             )
+            if report is not None:
+                why = f"a model request failed ({client.last_error})"
+                report.leave_out(example, why, time.perf_counter() - started)
             continue
-        yield from _records(example, nodes, cfg, collection=collection)
+        records = list(
+            _records(example, nodes, cfg, collection=collection, answers=labels != "recall")
+        )
+        if report is not None:
+            seconds = time.perf_counter() - started
+            report.collected(example, seconds, asking.spent, asking.hits, len(records))
+        yield from records
 
 
 def _progress(examples: Iterable[QAExample]) -> Iterator[QAExample]:
@@ -399,31 +419,77 @@ def _outcome(
     *,
     answers: Sequence[str] = (),
     answered: AnsweredStates | None = None,
+    answer_after: bool = True,
 ) -> _Outcome:
     """The outcome of ``action`` from ``node`` (run once with the graph's ``step``, then
     remembered on the node); also what ``dynakrag train --branch`` runs from logged states.
 
-    An answer action also gets the answer written right after it (``stop_answer`` is that
-    answer; after ``compress_answer_evidence`` or ``sufficiency_check`` the graph's answer
-    step runs on the new state) and its F1 against ``answers``. ``answered`` shares the
-    answers between outcomes (the state after a check is also the next node)."""
-    if action in node.outcomes:
-        return node.outcomes[action]
+    With ``answer_after``, an answer action also gets the answer written right after it
+    (``stop_answer`` is that answer; after ``compress_answer_evidence`` or
+    ``sufficiency_check`` the graph's answer step runs on the new state) and its F1 against
+    ``answers``; an outcome run without it gets its answer when asked again with it.
+    ``answered`` shares the answers between outcomes (the state after a check is also the
+    next node). An outcome labelled without running (:func:`_unrun`) is run when asked for."""
+    known = node.outcomes.get(action)
+    if known is not None and known.state is not None:
+        if answer_after and action in ANSWER_ACTIONS and known.answer is None:
+            _answer_after(known, node, action, resources, cfg, behaviour, answers, answered)
+        return known
     if action == "stop_answer":
         after = _answered(node.state, node.history, resources, cfg, behaviour, answered)
     else:
         after = step(node.state, action, resources, cfg, policy=behaviour)
     result = _Outcome(after, state_support_recall(after, gold), _deltas(node.state, after))
-    if action in ANSWER_ACTIONS:
-        final = (
-            after
-            if action == "stop_answer"
-            else _answered(after, (*node.history, action), resources, cfg, behaviour, answered)
-        )
-        result.answer = str(final.get("answer") or "")
-        result.f1 = _answer_f1(final, answers)
+    if action == "stop_answer" or (answer_after and action in ANSWER_ACTIONS):
+        _answer_after(result, node, action, resources, cfg, behaviour, answers, answered)
     node.outcomes[action] = result
     return result
+
+
+def _answer_after(
+    result: _Outcome,
+    node: _Node,
+    action: str,
+    resources: Resources,
+    cfg: Configuration,
+    behaviour: Policy,
+    answers: Sequence[str],
+    answered: AnsweredStates | None,
+) -> None:
+    """Give an answer action's outcome the answer written right after it, and its F1."""
+    after = result.state
+    assert after is not None
+    final = (
+        after
+        if action == "stop_answer"
+        else _answered(after, (*node.history, action), resources, cfg, behaviour, answered)
+    )
+    result.answer = str(final.get("answer") or "")
+    result.f1 = _answer_f1(final, answers)
+
+
+def _unrun(node: _Node) -> _Outcome:
+    """The outcome of an action labelled without running it (recall labels of stop_answer
+    and of a sufficiency_check no rollout chooses: they read only ``SR(s)``)."""
+    return _Outcome(None, node.sr, dict.fromkeys(COUNTERS, 0))
+
+
+def _runs(action: str, chosen: bool, labels: str) -> bool:
+    """Whether collecting ``labels`` runs ``action`` (``chosen``: a rollout takes it)."""
+    if labels == "answer":
+        return True
+    if action == "stop_answer":
+        return labels == "visited-answer"  # the answer at a visited state
+    if action == "sufficiency_check":
+        return chosen  # the rollout goes on from the state it leads to
+    return True
+
+
+def _answers_after(action: str, chosen: bool, labels: str) -> bool:
+    """Whether collecting ``labels`` writes the answer right after ``action``."""
+    if labels == "answer":
+        return True
+    return labels == "visited-answer" and chosen and action in ANSWER_ACTIONS
 
 
 def _stop_f1(
@@ -454,12 +520,14 @@ def _explore(
     seed: int,
     branch: bool,
     rollouts: int,
+    labels: str = "answer",
 ) -> dict[tuple[str, ...], _Node]:
-    """Run the rollouts of one example; the visited states with their outcomes and labels."""
+    """Run the rollouts of one example; the visited states with their outcomes and labels
+    (``labels``: one of :data:`LABELS`)."""
     root = initial_state(example.question, cfg)
     nodes: dict[tuple[str, ...], _Node] = {}
     answered: AnsweredStates = {}
-    answers = example.answers
+    answers = example.answers if labels != "recall" else ()
 
     def node_for(history: tuple[str, ...], state: State) -> _Node:
         if history not in nodes:
@@ -468,9 +536,19 @@ def _explore(
             )
         return nodes[history]
 
-    def outcome(node: _Node, action: str) -> _Outcome:
+    def outcome(node: _Node, action: str, chosen: bool) -> _Outcome:
+        if not _runs(action, chosen, labels):
+            return node.outcomes.setdefault(action, _unrun(node))
         return _outcome(
-            node, action, resources, cfg, behaviour, gold, answers=answers, answered=answered
+            node,
+            action,
+            resources,
+            cfg,
+            behaviour,
+            gold,
+            answers=answers,
+            answered=answered,
+            answer_after=_answers_after(action, chosen, labels),
         )
 
     for rollout in range(rollouts):
@@ -491,7 +569,7 @@ def _explore(
                 if choice not in node.valid:
                     choice = node.valid[0]
             for action in node.valid if branch else [choice]:
-                outcome(node, action)
+                outcome(node, action, action == choice)
             node.chosen.add(choice)
             if choice == "stop_answer":
                 break
@@ -527,8 +605,10 @@ def _records(
     cfg: Configuration,
     *,
     collection: Mapping[str, Any] | None = None,
+    answers: bool = True,
 ) -> Iterator[dict[str, Any]]:
-    """The records of one example's nodes (the format of the module docstring)."""
+    """The records of one example's nodes (the format of the module docstring); without
+    ``answers`` (the recall labels) every record is of label version 1."""
     budgets = feature_config(cfg)
     labelled = [(n, a) for n in nodes.values() for a in n.valid if a in n.outcomes]
     inputs = {id(node): feature_inputs(node.state) for node in nodes.values()}
@@ -551,7 +631,9 @@ def _records(
             "valid": list(node.valid),
             "action": action,
             "label": label(action, node.sr, result.sr_after, result.f1),
-            "label_version": LABEL_VERSION if answer_label or action not in ANSWER_ACTIONS else 1,
+            "label_version": (
+                LABEL_VERSION if answer_label or (answers and action not in ANSWER_ACTIONS) else 1
+            ),
             "sr_before": node.sr,
             "sr_after": result.sr_after,
             "f1_before": node.f1,
@@ -571,21 +653,6 @@ def _records(
         if collection is not None:
             record["collection"] = dict(collection)
         yield record
-
-
-def finished_questions(records: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """The ``(dataset, example_id)`` of questions whose records are all in ``records``: a
-    question cut short (a killed collection wrote part of it) is left out, and so are records
-    without a ``question_records`` count."""
-    counts: dict[tuple[str, str], int] = {}
-    expected: dict[tuple[str, str], int] = {}
-    for record in records:
-        key = (str(record.get("dataset", "")), str(record.get("example_id", "")))
-        counts[key] = counts.get(key, 0) + 1
-        total = record.get("question_records")
-        if isinstance(total, int) and not isinstance(total, bool):
-            expected[key] = total
-    return {key for key, total in expected.items() if counts[key] == total}
 
 
 # --------------------------------------------------------------------------------------------
@@ -748,61 +815,3 @@ def _answer_gold(
         states.append(node.state)
         states.extend(o.state for o in node.outcomes.values() if o.state is not None)
     return answer_support(answers, [doc for s in states for doc in s.get("evidence") or []])
-
-
-# --------------------------------------------------------------------------------------------
-# Files
-
-
-def read_records(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[dict]:
-    """The transition records of one or more JSONL files (written with
-    :func:`dynakrag.files.write_jsonl`); UserInputError naming file and line if one is bad."""
-    return read_jsonl(paths, schema=RECORD_SCHEMA, what="trajectories")
-
-
-def resume_collection(
-    path: str | os.PathLike[str], collection: Mapping[str, Any]
-) -> set[tuple[str, str]]:
-    """Prepare the records file of an interrupted collection for appending; the
-    ``(dataset, example_id)`` of the questions it already finished.
-
-    The records of questions a kill cut short (fewer than their ``question_records``) and a
-    last line cut mid-write are dropped, the file rewritten atomically without them, so
-    appending the rest of the collection gives the file an uninterrupted run writes (in
-    another order). Raises :class:`UserInputError` when the file holds records of other
-    collection settings than ``collection`` (they would mix two collections) or is not a
-    records file. A missing file finished nothing.
-    """
-    source = Path(path)
-    if not source.exists():
-        return set()
-    try:
-        lines = source.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserInputError(f"cannot read trajectories {source}: {exc}") from None
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            if number == len(lines):
-                break  # the line a kill cut short
-            raise UserInputError(f"{source} line {number}: invalid JSON") from None
-        if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
-            raise UserInputError(f"{source} line {number}: not a {RECORD_SCHEMA} record")
-        if record.get("collection") != dict(collection):
-            raise UserInputError(
-                f"{source} holds records of another collection (line {number}: "
-                f"{record.get('collection')!r}, now {dict(collection)!r}); write to another "
-                "--out, or pass --restart to replace it"
-            )
-        records.append(record)
-    finished = finished_questions(records)
-    kept = [r for r in records if (str(r.get("dataset")), str(r.get("example_id"))) in finished]
-    if len(kept) < len(lines):
-        with atomic_writer(source) as handle:
-            for record in kept:
-                handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
-    return finished

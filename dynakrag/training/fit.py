@@ -18,8 +18,12 @@
 4. refits both forests on all questions (``refit=True``, the default) for the policy returned.
 
 The value forest learns ``label`` from the (state, action) features; the continuation forest
-learns ``continuation`` from the state features (one row per distinct state). Defaults are
-the paper's: 300 trees, ``min_samples_leaf=8``, ``random_state=13``.
+learns ``continuation`` from the state features (one row per distinct state). Both fields
+hold the targets of whichever label definition the record was collected with
+(``label_version``: 1 for the paper's support-recall labels that ``dynakrag collect`` writes
+by default, 2 for the answer-F1 labels of ``--labels answer``); the report counts each and
+warns when both are pooled. Defaults are the paper's: 300 trees, ``min_samples_leaf=8``,
+``random_state=13``.
 """
 
 from __future__ import annotations
@@ -108,10 +112,17 @@ class PolicyFitReport:
         lines = [
             f"records: {self.n_records} ({self.n_states} states, {self.n_questions} questions: "
             f"{self.n_train_questions} train, {self.n_holdout_questions} held out)",
-            f"label definitions: {labels or 'n/a'}",
+            f"label definitions: {labels or 'n/a'} (v1: support recall, the paper's; "
+            "v2: answer F1 for the answer actions)",
             f"training data sha256: {self.training_data_sha256}",
             "held-out R² per action, then mean absolute error:",
         ]
+        if len(self.label_versions) > 1:
+            lines.insert(
+                2,
+                "warning: records of both label definitions are pooled: the answer actions' "
+                "targets and the continuation mix support recall and answer F1",
+            )
         for action in ACTIONS:
             n = self.n_holdout_by_action.get(action, 0)
             r2 = number(self.r2_by_action.get(action))

@@ -56,6 +56,11 @@ class CollectJob:
     """A trajectory log (SQLite file or ``postgresql://`` URL) every worker writes each
     finished question's records into, in one transaction."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    labels: str = "recall"
+    """The label definitions (:data:`~dynakrag.training.collect.LABELS`)."""
+    memo: bool = True
+    """Ask each distinct request of a question once (:class:`~dynakrag.training.reply_memo.
+    RequestMemo`)."""
 
 
 def corpus_digest(passages: Sequence[Passage]) -> str:
@@ -88,6 +93,8 @@ def collect_question(
             progress=False,
             rollouts=job.rollouts,
             collection=job.collection,
+            labels=job.labels,
+            memo=job.memo,
         )
     )
     if job.log is not None:

@@ -65,7 +65,8 @@ def sr(state: dict[str, Any], example: QAExample) -> float:
 
 @pytest.fixture(scope="module")
 def records() -> list[dict[str, Any]]:
-    return list(collect(TRAIN, searcher_for, llm(), CFG, progress=False))
+    """The answer labels (label version 2), every branch answered."""
+    return list(collect(TRAIN, searcher_for, llm(), CFG, progress=False, labels="answer"))
 
 
 @pytest.fixture(scope="module")

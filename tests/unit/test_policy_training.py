@@ -44,7 +44,7 @@ COLLECT = ["collect", "--dataset", "demo", "--retriever", "bm25"]
 
 @pytest.fixture(scope="module")
 def records() -> list[dict[str, Any]]:
-    return list(collect(TRAIN[:8], searcher_for, llm(), CFG, progress=False))
+    return list(collect(TRAIN[:8], searcher_for, llm(), CFG, progress=False, labels="answer"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -60,7 +60,10 @@ def test_each_answer_is_generated_once_per_state() -> None:
         return respond(messages)
 
     client = LLMClient(ScriptedChatModel(respond=counting))
-    made = list(collect(TRAIN[:4], searcher_for, client, CFG, progress=False))
+    # Without the request memo, which would also share answers of states with equal evidence.
+    made = list(
+        collect(TRAIN[:4], searcher_for, client, CFG, progress=False, labels="answer", memo=False)
+    )
     answered: set[tuple[str, tuple[str, ...]]] = set()
     for record in made:
         history = tuple(record["history"])
@@ -85,7 +88,7 @@ def test_a_question_with_a_failed_model_request_is_left_out(
         return respond(messages)
 
     client = LLMClient(ScriptedChatModel(respond=flaky), max_retries=0)
-    made = list(collect(TRAIN[:3], searcher_for, client, CFG, progress=False))
+    made = list(collect(TRAIN[:3], searcher_for, client, CFG, progress=False, labels="answer"))
     # Its failed answers would read as wrong ones: no records rather than wrong labels.
     assert {r["example_id"] for r in made} == {TRAIN[0].id, TRAIN[2].id}
     assert f"question {TRAIN[1].id} left out" in caplog.text and "server busy" in caplog.text
