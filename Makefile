@@ -3,7 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.dynakrag-installed
-# llama.cpp's native build crashes on these machines (AMX code path): build portable code.
+# llama.cpp CPU backend variants built beside the portable one (scripts/install-llama-cpp.sh).
+LLAMA_CPU_VARIANTS ?= zen4
+# llama.cpp's -march=native build crashed on these machines (an AMX code path): the embedded
+# generator is built by scripts/install-llama-cpp.sh with dynamic CPU backends instead (portable
+# AVX2 plus an AVX-512 variant, the best one this CPU runs is loaded at run time). Should any
+# other step rebuild llama-cpp-python, it builds the portable code.
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 export DYNAKRAG_DATA_DIR ?= $(abspath ../shared/data)
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
@@ -15,10 +20,11 @@ export LANGSMITH_TRACING := false
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml scripts/install-llama-cpp.sh | $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first and pinned: an unpinned resolve pulls gigabytes of CUDA wheels.
 	$(PY) -m pip install -q "torch==2.13.0"
+	bash scripts/install-llama-cpp.sh $(PY) $(LLAMA_CPU_VARIANTS)
 	$(PY) -m pip install -q -e ".[embedded,studio,postgres,scale,dev]"
 	touch $(STAMP)
 

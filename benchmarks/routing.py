@@ -280,7 +280,8 @@ def retriever_table(blocks: list[dict[str, Any]]) -> str:
 
 def generator_part(args: argparse.Namespace, eval_tiers: RetrieverTiers | None) -> dict[str, Any]:
     started = time.perf_counter()
-    cfg = Configuration.from_env(llm_timeout_s=args.timeout)
+    # The context-perplexity signal reads prompt log-probs: the embedded server keeps them.
+    cfg = Configuration.from_env(llm_timeout_s=args.timeout, embedded_prompt_logprobs=True)
     embeddings = default_embeddings(batch_size=args.batch_size)
     eval_examples = load_examples(GEN_DATASET, "eval")
     if eval_tiers is None:

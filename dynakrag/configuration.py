@@ -49,6 +49,11 @@ BUILD_TIME_FIELDS: frozenset[str] = frozenset(
         "embedding_batch_size",
         "embedded_threads",
         "embedded_batch_size",
+        "embedded_ubatch_size",
+        "embedded_flash_attn",
+        "embedded_kv_cache_type",
+        "embedded_cpu_variant",
+        "embedded_prompt_logprobs",
         "embedded_prompt_cache_mb",
         "cache_dir",
         "retriever",
@@ -187,6 +192,29 @@ class Configuration(BaseModel):
     )
     embedded_batch_size: int = Field(
         default=512, ge=8, description="Prompt tokens the embedded server evaluates per batch."
+    )
+    embedded_ubatch_size: int = Field(
+        default=512,
+        ge=8,
+        description="Prompt tokens the embedded server computes in one pass (at most the batch "
+        "size).",
+    )
+    embedded_flash_attn: bool = Field(
+        default=True, description="Flash attention in the embedded server (llama.cpp)."
+    )
+    embedded_kv_cache_type: Literal["f16", "q8_0"] = Field(
+        default="f16", description="Element type of the embedded server's KV cache."
+    )
+    embedded_cpu_variant: str = Field(
+        default="auto",
+        description="The llama.cpp CPU backend of the embedded server: 'auto' (the best one "
+        "this CPU can run), 'portable' (AVX2) or an installed variant such as 'zen4'.",
+    )
+    embedded_prompt_logprobs: bool = Field(
+        default=False,
+        description="Keep every prompt token's logits in the embedded server, for prompt "
+        "log-probs (the context-perplexity signal of generator routing); off, prompts are "
+        "evaluated faster.",
     )
     embedded_prompt_cache_mb: int = Field(
         default=1024,

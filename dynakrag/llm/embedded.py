@@ -39,6 +39,7 @@ from pydantic import PrivateAttr
 
 from dynakrag.errors import ModelUnavailableError
 from dynakrag.files import atomic_writer, sha256_file, write_json
+from dynakrag.llm.server_settings import ServerSettings
 from dynakrag.llm.server_supervisor import stop_process
 
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
@@ -372,16 +373,10 @@ def _port_accepts(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
-def _default_threads() -> int:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(2, cpus))
-
-
 # Runs `python -m llama_cpp.server ARGS` and exits when its stdin closes, i.e. when the owning
 # Python process dies without calling stop() (killed, crashed): no orphaned 2 GB servers.
+# Its first argument names the llama.cpp CPU backend to load before the server initialises
+# llama.cpp (dynakrag.llm.cpu_backends: "auto" picks the best one this CPU can run).
 # It reads fd 0 directly: a daemon thread blocked in sys.stdin aborts interpreter shutdown.
 # llama-cpp-python 0.3.36's RAM prompt cache weighs a saved state by its KV bytes only, not by
 # the copy of the logits each state carries (n_batch x vocabulary floats, about 310 MB for
@@ -398,6 +393,8 @@ _WATCHDOG = (
     "        pass\n"
     "    os._exit(0)\n"
     "threading.Thread(target=_watch, daemon=True).start()\n"
+    "from dynakrag.llm.cpu_backends import load_cpu_backend\n"
+    "print('dynakrag: llama.cpp CPU backend', load_cpu_backend(sys.argv.pop(1)), flush=True)\n"
     "sys.argv = [sys.argv[1], *sys.argv[2:]]\n"
     "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
 )
@@ -408,26 +405,21 @@ def llama_server_command(
     port: int,
     *,
     host: str = "127.0.0.1",
-    n_ctx: int = 4096,
-    n_threads: int | None = None,
-    n_batch: int = 512,
-    prompt_cache_mb: int = 0,
+    settings: ServerSettings | None = None,
 ) -> list[str]:
-    """The argv of ``python -m llama_cpp.server`` serving ``model`` as ``local`` on ``port``.
+    """The argv of ``python -m llama_cpp.server`` serving ``model`` as ``local`` on ``port``
+    with ``settings`` (default: the environment's configuration, see :class:`ServerSettings`).
 
-    ``prompt_cache_mb`` > 0 turns on llama.cpp's RAM prompt cache: the KV state of earlier
-    prompts is kept and reused by a prompt that starts like one of them, also when another
-    prompt came in between (several users of the shared server).
+    A prompt cache (``settings.prompt_cache_mb`` > 0) keeps the KV state of earlier prompts for
+    a prompt that starts like one of them, also when another prompt came in between (several
+    users of the shared server).
     """
-    cache = (
-        ["--cache", "true", "--cache_type", "ram", "--cache_size", str(prompt_cache_mb << 20)]
-        if prompt_cache_mb > 0
-        else []
-    )
+    settings = settings or ServerSettings.from_configuration()
     return [
         sys.executable,
         "-c",
         _WATCHDOG,
+        settings.cpu_variant,
         "llama_cpp.server",
         "--model",
         str(model),
@@ -435,15 +427,9 @@ def llama_server_command(
         host,
         "--port",
         str(port),
-        "--n_ctx",
-        str(n_ctx),
-        "--n_threads",
-        str(n_threads or _default_threads()),
-        "--n_batch",
-        str(n_batch),
+        *settings.server_arguments(),
         "--model_alias",
         MODEL_ALIAS,
-        *cache,
     ]
 
 
@@ -451,10 +437,7 @@ def llama_command_factory(
     model: Path,
     *,
     host: str = "127.0.0.1",
-    n_ctx: int = 4096,
-    n_threads: int | None = None,
-    n_batch: int = 512,
-    prompt_cache_mb: int = 0,
+    settings: ServerSettings | None = None,
 ) -> Callable[[int], list[str]]:
     """``port -> argv`` of the llama.cpp server for ``model``; checks the runtime is installed."""
     missing = [name for name in _SERVER_MODULES if importlib.util.find_spec(name) is None]
@@ -465,15 +448,7 @@ def llama_command_factory(
         )
 
     def factory(port: int) -> list[str]:
-        return llama_server_command(
-            model,
-            port,
-            host=host,
-            n_ctx=n_ctx,
-            n_threads=n_threads,
-            n_batch=n_batch,
-            prompt_cache_mb=prompt_cache_mb,
-        )
+        return llama_server_command(model, port, host=host, settings=settings)
 
     return factory
 
@@ -512,10 +487,7 @@ class EmbeddedServer:
         model: Path | None = None,
         host: str = "127.0.0.1",
         port: int | None = None,
-        n_ctx: int = 4096,
-        n_threads: int | None = None,
-        n_batch: int = 512,
-        prompt_cache_mb: int = 0,
+        settings: ServerSettings | None = None,
         startup_timeout: float = 120.0,
         command_factory: Callable[[int], Sequence[str]] | None = None,
         progress: bool = True,
@@ -529,10 +501,7 @@ class EmbeddedServer:
         self.spec = embedded_model(spec)
         self.model = model
         self.host = host
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads
-        self.n_batch = n_batch
-        self.prompt_cache_mb = prompt_cache_mb
+        self.settings = settings or ServerSettings.from_configuration()
         self.startup_timeout = startup_timeout
         self.progress = progress
         self._command_factory = command_factory
@@ -635,14 +604,7 @@ class EmbeddedServer:
         self.model = self.model or assemble_model(
             self.cache_dir, progress=self.progress, spec=self.spec
         )
-        return llama_command_factory(
-            self.model,
-            host=self.host,
-            n_ctx=self.n_ctx,
-            n_threads=self.n_threads,
-            n_batch=self.n_batch,
-            prompt_cache_mb=self.prompt_cache_mb,
-        )
+        return llama_command_factory(self.model, host=self.host, settings=self.settings)
 
     def _launch(self, command_factory: Callable[[int], Sequence[str]], port: int) -> None:
         logs = self.cache_dir / "logs"
@@ -771,10 +733,7 @@ class SharedServer:
         identity: str | None = None,
         command_factory: Callable[[int], Sequence[str]] | None = None,
         host: str = "127.0.0.1",
-        n_ctx: int = 4096,
-        n_threads: int | None = None,
-        n_batch: int = 512,
-        prompt_cache_mb: int = 0,
+        settings: ServerSettings | None = None,
         idle_s: float | None = None,
         startup_timeout: float = 120.0,
         progress: bool = True,
@@ -787,14 +746,8 @@ class SharedServer:
         self.cache_dir = Path(cache_dir)
         self.spec = embedded_model(spec)
         self.host = host
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads or _default_threads()
-        self.n_batch = n_batch
-        self.prompt_cache_mb = prompt_cache_mb
-        self.identity = identity or (
-            f"{self.spec.sha256}:ctx={n_ctx}:threads={self.n_threads}:batch={n_batch}"
-            f":cache={prompt_cache_mb}"
-        )
+        self.settings = settings or ServerSettings.from_configuration()
+        self.identity = identity or f"{self.spec.sha256}:{self.settings.identity()}"
         if idle_s is None:
             idle_s = float(os.environ.get("DYNAKRAG_SERVER_IDLE_S") or DEFAULT_IDLE_S)
         self.idle_s = idle_s
@@ -940,12 +893,7 @@ class SharedServer:
         if self._command_factory is None:
             model = assemble_model(self.cache_dir, progress=self.progress, spec=self.spec)
             self._command_factory = llama_command_factory(
-                model,
-                host=self.host,
-                n_ctx=self.n_ctx,
-                n_threads=self.n_threads,
-                n_batch=self.n_batch,
-                prompt_cache_mb=self.prompt_cache_mb,
+                model, host=self.host, settings=self.settings
             )
         port = preferred if preferred and _port_is_free(self.host, preferred) else None
         port = port or find_free_port(self.host)
@@ -1030,9 +978,7 @@ def _new_server(cache_dir: Path | None, **settings: Any) -> SharedServer | Embed
 def get_embedded_server(
     cache_dir: Path | None = None,
     *,
-    n_threads: int | None = None,
-    n_batch: int = 512,
-    prompt_cache_mb: int = 0,
+    settings: ServerSettings | None = None,
     spec: EmbeddedModel | str | None = None,
 ) -> SharedServer | EmbeddedServer:
     """The process's handle on the server of embedded model ``spec`` (default: the 1.5B
@@ -1040,9 +986,9 @@ def get_embedded_server(
 
     By default every dynakrag process on the machine shares one server per model (see
     :class:`SharedServer`); the lease ends at exit. The first caller's ``cache_dir`` wins. A
-    dead server is restarted once. ``n_threads``, ``n_batch`` and ``prompt_cache_mb`` are the
-    server's settings (see :func:`llama_server_command`); a running shared server is reused only
-    when it has the same ones.
+    dead server is restarted once. ``settings`` (default: the environment's configuration) are
+    the server's (see :class:`ServerSettings`); a running shared server is reused only when it
+    has the same ones.
     """
     global _singleton
     spec = embedded_model(spec)
@@ -1054,9 +1000,7 @@ def get_embedded_server(
         if server is None:
             server = _singleton[spec.name] = _new_server(
                 cache_dir,
-                n_threads=n_threads,
-                n_batch=n_batch,
-                prompt_cache_mb=prompt_cache_mb,
+                settings=settings or ServerSettings.from_configuration(),
                 spec=spec,
             )
     return server.ensure_running()

@@ -82,12 +82,9 @@ def embedded_server_settings(cfg: Configuration) -> dict[str, Any]:
     """The embedded server's settings in ``cfg``. Every caller passes them: the first caller in
     a process starts (or joins) the server with its settings, so one that left them out would
     give the whole process a server without the prompt cache, threads or model configured."""
-    return {
-        "n_threads": cfg.embedded_threads,
-        "n_batch": cfg.embedded_batch_size,
-        "prompt_cache_mb": cfg.embedded_prompt_cache_mb,
-        "spec": cfg.embedded_model,
-    }
+    from dynakrag.llm.server_settings import ServerSettings
+
+    return {"settings": ServerSettings.from_configuration(cfg), "spec": cfg.embedded_model}
 
 
 def embedded_server_from_config(cfg: Configuration) -> Any:

@@ -20,8 +20,9 @@ health counters and :class:`~dynakrag.errors.ModelUnavailableError`); the thresh
 (:func:`fit_perplexity_thresholds`, the median by default) and every answer is logged as a
 :class:`~dynakrag.routing.decisions.RoutingDecision`.
 
-Findings for the embedded llama-cpp-python 0.3.36 server (no server flag is needed; its
-``--logits_all`` already defaults to True):
+Findings for the embedded llama-cpp-python 0.3.36 server (prompt log-probs need its
+``--logits_all``, which dynakrag turns on only with ``embedded_prompt_logprobs``: keeping every
+prompt token's logits slows every prompt):
 
 * ``/v1/completions`` with ``echo=True, logprobs=N`` returns prompt log-probs, but they are
   shifted by one token unless the prompt starts with the model's BOS token (llama-cpp-python
@@ -251,6 +252,12 @@ class PromptLogprobScorer:
         from dynakrag.llm.factory import embedded_server_from_config
 
         server = embedded_server_from_config(cfg or Configuration.from_env())
+        if not server.settings.logits_all:
+            raise ConfigurationError(
+                "prompt log-probs need an embedded server that keeps every prompt token's "
+                "logits: set embedded_prompt_logprobs=true (DYNAKRAG_EMBEDDED_PROMPT_LOGPROBS=1) "
+                "before the first model call of the process"
+            )
         kwargs.setdefault("bos_text", EMBEDDED_BOS_TEXT)
         kwargs.setdefault("trust_env", False)
         return cls(server.base_url, MODEL_ALIAS, **kwargs)

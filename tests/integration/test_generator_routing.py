@@ -7,11 +7,16 @@ perplexing than a fluent one, and chat completions return answer log-probs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from dynakrag.configuration import Configuration
 from dynakrag.llm.client import LLMClient
-from dynakrag.llm.embedded import embedded_chat_model
+from dynakrag.llm.embedded import MODEL_ALIAS, EmbeddedServer, embedded_chat_model
+from dynakrag.llm.server_settings import ServerSettings
 from dynakrag.routing.generator import (
+    EMBEDDED_BOS_TEXT,
     GeneratorTier,
     PromptLogprobScorer,
     answer_perplexity,
@@ -27,9 +32,21 @@ NONSENSE = [{"title": "", "text": "Purple whisk galloped beneath marmalade."}]
 
 
 @pytest.fixture(scope="module")
-def scorer() -> PromptLogprobScorer:
-    # The process-wide embedded server (started here if no other test did).
-    return PromptLogprobScorer.embedded(max_chars=200, timeout=120.0)
+def scorer() -> Iterator[PromptLogprobScorer]:
+    # A server of its own that keeps prompt logits (embedded_prompt_logprobs): the process-wide
+    # one, started by whichever test came first, does not.
+    settings = ServerSettings.from_configuration(
+        Configuration.from_env(embedded_prompt_logprobs=True)
+    )
+    with EmbeddedServer(settings=settings) as server:
+        yield PromptLogprobScorer(
+            server.base_url,
+            MODEL_ALIAS,
+            bos_text=EMBEDDED_BOS_TEXT,
+            trust_env=False,
+            max_chars=200,
+            timeout=120.0,
+        )
 
 
 def test_echoed_prompt_logprobs_are_aligned(scorer: PromptLogprobScorer) -> None:

@@ -161,16 +161,31 @@ def test_llama_server_command_has_the_documented_flags(tmp_path: Path) -> None:
         assert flag in joined
     threads = int(argv[argv.index("--n_threads") + 1])
     assert 1 <= threads <= 2
-    assert "--cache" not in argv  # the prompt cache is off unless asked for
+    # Unset settings are the configuration's: its RAM prompt cache, no prompt logits.
+    assert f"--cache_size {1024 << 20}" in joined
+    assert "--logits_all false" in joined
 
 
-def test_the_prompt_cache_and_batch_size_reach_the_server_command(tmp_path: Path) -> None:
-    argv = llama_server_command(
-        tmp_path / "m.gguf", 4321, n_threads=3, n_batch=256, prompt_cache_mb=64
+def test_the_server_settings_reach_the_server_command(tmp_path: Path) -> None:
+    from dynakrag.llm.server_settings import ServerSettings
+
+    settings = ServerSettings(
+        n_threads=3,
+        n_batch=256,
+        n_ubatch=128,
+        prompt_cache_mb=64,
+        flash_attn=True,
+        kv_cache_type="q8_0",
+        cpu_variant="portable",
     )
+    argv = llama_server_command(tmp_path / "m.gguf", 4321, settings=settings)
     joined = " ".join(argv)
     assert "--n_threads 3" in joined and "--n_batch 256" in joined
+    assert "--n_ubatch 128" in joined and "--flash_attn true" in joined
+    assert "--type_k 8 --type_v 8" in joined  # ggml's Q8_0
     assert f"--cache true --cache_type ram --cache_size {64 << 20}" in joined
+    # The watchdog loads the asked-for CPU backend before it runs the server module.
+    assert argv[argv.index("llama_cpp.server") - 1] == "portable"
 
 
 def test_configured_server_settings_reach_the_embedded_server(
@@ -178,6 +193,7 @@ def test_configured_server_settings_reach_the_embedded_server(
 ) -> None:
     from dynakrag.configuration import Configuration
     from dynakrag.llm import factory
+    from dynakrag.llm.server_settings import ServerSettings
 
     seen: dict[str, object] = {}
 
@@ -188,10 +204,33 @@ def test_configured_server_settings_reach_the_embedded_server(
     monkeypatch.setattr(embedded, "embedded_chat_model", fake_chat_model)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     cfg = Configuration(
-        cache_dir=tmp_path, embedded_threads=1, embedded_batch_size=128, embedded_prompt_cache_mb=0
+        cache_dir=tmp_path,
+        embedded_threads=1,
+        embedded_batch_size=128,
+        embedded_prompt_cache_mb=0,
+        embedded_flash_attn=True,
+        embedded_cpu_variant="portable",
     )
     assert factory.chat_model_from_config(cfg) == "model"
-    assert (seen["n_threads"], seen["n_batch"], seen["prompt_cache_mb"]) == (1, 128, 0)
+    settings = seen["settings"]
+    assert isinstance(settings, ServerSettings)
+    assert (settings.n_threads, settings.n_batch, settings.prompt_cache_mb) == (1, 128, 0)
+    assert settings.n_ubatch == 128  # never above the batch size
+    assert (settings.flash_attn, settings.cpu_variant) == (True, "portable")
+
+
+def test_a_server_without_settings_gets_the_configured_ones(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # get_embedded_server() once had defaults of its own (prompt cache 0 MB against the
+    # configuration's 1024): a bare caller now gets the environment's configuration.
+    from dynakrag.configuration import Configuration
+    from dynakrag.llm.server_settings import ServerSettings
+
+    monkeypatch.setenv("DYNAKRAG_EMBEDDED_PROMPT_CACHE_MB", "77")
+    server = EmbeddedServer(tmp_path, command_factory=lambda port: ["true"])
+    assert server.settings == ServerSettings.from_configuration(Configuration.from_env())
+    assert server.settings.prompt_cache_mb == 77
 
 
 # --------------------------------------------------------------------------------------------
@@ -445,6 +484,7 @@ def test_every_caller_starts_the_server_with_the_configured_settings(
     # the speed benchmark once started it without the prompt cache the configuration asks for.
     from dynakrag.configuration import Configuration
     from dynakrag.llm.factory import embedded_server_from_config
+    from dynakrag.llm.server_settings import ServerSettings
     from dynakrag.routing.generator import PromptLogprobScorer
 
     calls: list[dict[str, object]] = []
@@ -452,16 +492,55 @@ def test_every_caller_starts_the_server_with_the_configured_settings(
     class Server:
         base_url = "http://127.0.0.1:1/v1"
 
-    def fake_get(cache_dir: Path | None = None, **settings: object) -> Server:
-        calls.append(settings)
-        return Server()
+        def __init__(self, settings: ServerSettings) -> None:
+            self.settings = settings
+
+    def fake_get(
+        cache_dir: Path | None = None, *, settings: ServerSettings, **rest: object
+    ) -> Server:
+        calls.append({"settings": settings, **rest})
+        return Server(settings)
 
     monkeypatch.setattr(embedded, "get_embedded_server", fake_get)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     cfg = Configuration(
-        cache_dir=tmp_path, embedded_prompt_cache_mb=64, embedded_threads=1, llm_base_url=None
+        cache_dir=tmp_path,
+        embedded_prompt_cache_mb=64,
+        embedded_threads=1,
+        llm_base_url=None,
+        embedded_prompt_logprobs=True,
     )
     embedded_server_from_config(cfg)
     PromptLogprobScorer.from_config(cfg)
-    expected = {"n_threads": 1, "n_batch": 512, "prompt_cache_mb": 64, "spec": cfg.embedded_model}
+    expected = {
+        "settings": ServerSettings.from_configuration(cfg),
+        "spec": cfg.embedded_model,
+    }
     assert calls == [expected, expected]
+    assert expected["settings"].logits_all  # type: ignore[union-attr]
+
+
+def test_prompt_log_probs_need_a_server_that_keeps_prompt_logits(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Keeping every prompt token's logits slows every prompt, so the server does it only when
+    # asked; the scorer says how instead of failing on its first request.
+    from dynakrag.configuration import Configuration
+    from dynakrag.errors import ConfigurationError
+    from dynakrag.llm.server_settings import ServerSettings
+    from dynakrag.routing.generator import PromptLogprobScorer
+
+    class Server:
+        base_url = "http://127.0.0.1:1/v1"
+
+        def __init__(self, settings: ServerSettings) -> None:
+            self.settings = settings
+
+    monkeypatch.setattr(
+        embedded, "get_embedded_server", lambda cache_dir=None, *, settings, **_: Server(settings)
+    )
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cfg = Configuration(cache_dir=tmp_path, llm_base_url=None)
+    assert not ServerSettings.from_configuration(cfg).logits_all
+    with pytest.raises(ConfigurationError, match="embedded_prompt_logprobs"):
+        PromptLogprobScorer.from_config(cfg)
