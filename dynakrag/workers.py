@@ -6,6 +6,9 @@ processes (one thread each) on this machine; with ``--scheduler tcp://HOST:8786`
 questions to an existing Dask cluster. No home-made queue or server: Dask schedules, and when a
 worker dies its question is rescheduled on another one (LangGraph's and Dask's usual division
 of labour). Each question is one task, so a dead worker loses at most the question it was on.
+A lost scheduler (or a question that killed every worker it ran on) ends the run with one
+:class:`ClusterLostError` line; the questions finished before are kept (journal, ``--out``,
+``--log``) and the same command, rerun on a live cluster, does only the rest.
 
 * :func:`dask_client`: the client for ``--workers`` / ``--scheduler``, closed (and a local
   cluster stopped) at the end of the ``with`` block.
@@ -23,6 +26,7 @@ cluster's connections; nothing here is persisted that way.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -40,6 +44,7 @@ from dynakrag.errors import DynakragError, UserInputError
 __all__ = [
     "JOURNAL_SCHEMA",
     "SCHEDULER_TIMEOUT_S",
+    "ClusterLostError",
     "Journal",
     "JournalWriteError",
     "dask_client",
@@ -121,6 +126,11 @@ def _log_level() -> int:
     return logging.DEBUG if logging.getLogger().isEnabledFor(logging.DEBUG) else logging.CRITICAL
 
 
+class ClusterLostError(DynakragError):
+    """The Dask cluster stopped running a run's questions: its scheduler went away, or one
+    question's task killed every worker Dask tried it on."""
+
+
 def fan_out(
     client: Any,
     function: Callable[..., Any],
@@ -133,7 +143,9 @@ def fan_out(
 
     An exception a task raises is raised here (with its type, e.g. a
     :class:`~dynakrag.errors.UserInputError` keeps exit code 2), and the remaining tasks are
-    cancelled. A task whose worker died is retried by Dask on another worker.
+    cancelled. A task whose worker died is retried by Dask on another worker; a task Dask gave
+    up on (the scheduler lost: Dask cancels every task; a task that killed
+    ``distributed.scheduler.allowed-failures`` workers) raises :class:`ClusterLostError`.
     """
     distributed = _distributed()
     if len(keys) != len(items) or len(set(keys)) != len(keys):
@@ -144,10 +156,28 @@ def fan_out(
         for item, key in zip(items, keys, strict=True)
     }
     try:
-        for future, result in distributed.as_completed(futures, with_results=True):
-            yield futures[future], result
+        try:
+            for future, result in distributed.as_completed(futures, with_results=True):
+                # A cancelled task is not raised by as_completed: its error comes as the result.
+                if future.cancelled() or isinstance(result, concurrent.futures.CancelledError):
+                    raise ClusterLostError(_cluster_lost(client, result))
+                yield futures[future], result
+        except distributed.KilledWorker as exc:
+            raise ClusterLostError(
+                f"Dask gave up on a question: {' '.join(str(exc).split())}{_RESUME_HINT}"
+            ) from None
     finally:
-        client.cancel(list(futures))
+        if _connected(client):  # else Dask cancelled them, and a cancel would wait to reconnect
+            client.cancel(list(futures))
+
+
+_RESUME_HINT = "; finished questions are kept: rerun the same command to do the rest"
+
+
+def _cluster_lost(client: Any, reason: object) -> str:
+    where = getattr(getattr(client, "scheduler", None), "address", None) or "the scheduler"
+    why = " ".join(str(reason).split()) or type(reason).__name__
+    return f"lost the Dask cluster at {where} mid-run ({why}){_RESUME_HINT}"
 
 
 def worker_cached(key: tuple[Hashable, ...], build: Callable[[], Any]) -> Any:
@@ -183,8 +213,15 @@ def release_cached(run: Hashable) -> int:
 def release_on_workers(client: Any, run: Hashable) -> None:
     """:func:`release_cached` on every worker of ``client`` at the end of a run (a long-lived
     cluster keeps no connections of finished runs)."""
+    if not _connected(client):  # the cluster is gone, and what its workers kept with it
+        return
     with contextlib.suppress(Exception):  # a worker that died has nothing left to release
         client.run(release_cached, run)
+
+
+def _connected(client: Any) -> bool:
+    """Whether ``client`` still talks to its scheduler (not reconnecting after losing it)."""
+    return getattr(client, "status", "running") == "running"
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,7 +25,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from langchain_core.embeddings import Embeddings
 
 from dynakrag.errors import CorpusError, UserInputError
-from dynakrag.postgres import CONNECT_TIMEOUT_S, connect, is_postgres_url, redact
+from dynakrag.postgres import (
+    CONNECT_TIMEOUT_S,
+    PREPARE_THRESHOLD,
+    connect,
+    is_postgres_url,
+    redact,
+)
 from dynakrag.retrieval.dense import _normalise, embedded_batches, model_name_of
 from dynakrag.retrieval.passage import Passage
 from dynakrag.retrieval.provenance import ProvenanceMixin, check_k
@@ -94,7 +100,8 @@ def _engine(database_url: str) -> Any:
     rest = database_url.split("://", 1)[1]
     return PGEngine.from_connection_string(
         f"postgresql+psycopg://{rest}",
-        connect_args={"prepare_threshold": 0, "connect_timeout": CONNECT_TIMEOUT_S},
+        # No server-side prepared statements: they break behind transaction-mode poolers.
+        connect_args={"prepare_threshold": PREPARE_THRESHOLD, "connect_timeout": CONNECT_TIMEOUT_S},
         pool_size=2,
         max_overflow=2,
     )

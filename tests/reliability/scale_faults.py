@@ -10,11 +10,14 @@ Each test reports one row of RELIABILITY.md's "Faults at scale" table through
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -78,6 +81,8 @@ class Injector(threading.Thread):
         self.fired = threading.Event()
         self.stop = threading.Event()
         self.recovery_s: float | None = None
+        self.fired_at: float | None = None  # time.monotonic() of the fault
+        self.progress_at_fault = 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -86,14 +91,14 @@ class Injector(threading.Thread):
                 time.sleep(0.02)
             if self.stop.is_set():
                 return
-            before = self.progress() or 0
-            started = time.monotonic()
+            before = self.progress_at_fault = self.progress() or 0
+            self.fired_at = time.monotonic()
             self.fault()
             self.fired.set()
             while not self.stop.is_set():
                 now = self.progress()
                 if now is not None and now > before:
-                    self.recovery_s = time.monotonic() - started
+                    self.recovery_s = time.monotonic() - self.fired_at
                     return
                 time.sleep(0.02)
         except BaseException as exc:  # reported by the test
@@ -137,6 +142,16 @@ def lock_table(url: str, table: str, seconds: float) -> threading.Thread:
     return thread
 
 
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child must not import
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent() -> None:
+    """In a child before it runs its program: be SIGKILLed when the test process dies, so a
+    killed test leaves no pooler or Dask process behind."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 # --------------------------------------------------------------------------------------------
 # PgBouncer in transaction mode
 
@@ -152,8 +167,9 @@ class PgBouncer:
         self.process: subprocess.Popen[bytes] | None = None
 
     @staticmethod
-    def available() -> bool:
-        return shutil.which("pgbouncer") is not None
+    def binary() -> str | None:
+        """The ``pgbouncer`` program (Debian puts it in /usr/sbin, off a user's PATH)."""
+        return shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin")
 
     @property
     def url(self) -> str:
@@ -178,10 +194,14 @@ class PgBouncer:
             for path in (self.folder, ini, self.folder / "users.txt"):
                 os.chown(path, nobody.pw_uid, nobody.pw_gid)
             as_account = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
-        log = (self.folder / "pgbouncer.log").open("wb")
-        self.process = subprocess.Popen(
-            ["pgbouncer", str(ini)], stdout=log, stderr=subprocess.STDOUT, **as_account
-        )
+        with (self.folder / "pgbouncer.log").open("wb") as log:
+            self.process = subprocess.Popen(
+                [self.binary() or "pgbouncer", str(ini)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
+                **as_account,
+            )
         deadline = time.monotonic() + 30
         while count(self.url, "SELECT 1") is None:
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -281,3 +301,78 @@ def reference_records(tmp: Path, limit: int) -> list[dict[str, Any]]:
     if not out.exists():
         assert cli.main(collect_argv(limit, "--out", str(out))) == 0
     return read_jsonl(out)
+
+
+# --------------------------------------------------------------------------------------------
+# A Dask cluster of separate processes (the tests kill them)
+
+
+class DaskCluster:
+    """A Dask scheduler and ``workers`` workers (one thread each, no nanny: a killed worker
+    stays dead) as processes of their own on loopback, as ``dask scheduler`` / ``dask worker``
+    run them on a real cluster; ``env`` is the workers' environment (the model to reach)."""
+
+    def __init__(self, workers: int, env: dict[str, str], port: int | None = None) -> None:
+        self.workers, self.env = workers, env
+        self.port = port or free_port()
+        self.scheduler: subprocess.Popen[bytes] | None = None
+        self.worker_processes: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def address(self) -> str:
+        return f"tcp://127.0.0.1:{self.port}"
+
+    def _start(self, module: str, *args: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", f"distributed.cli.{module}", *args],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a signal to the test's process group does not reach it
+            preexec_fn=die_with_parent,
+        )
+
+    def __enter__(self) -> DaskCluster:
+        import distributed
+
+        self.scheduler = self._start(
+            "dask_scheduler", "--host", "127.0.0.1", "--port", str(self.port), "--no-dashboard"
+        )
+        for number in range(self.workers):
+            self.worker_processes.append(
+                self._start(
+                    "dask_worker",
+                    self.address,
+                    "--nthreads=1",
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--host=127.0.0.1",
+                    f"--name=worker-{number}",
+                    "--death-timeout=60",
+                )
+            )
+        try:
+            with distributed.Client(self.address, timeout=120) as client:
+                client.wait_for_workers(self.workers, timeout=120)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def kill_scheduler(self) -> None:
+        assert self.scheduler is not None
+        self.scheduler.kill()
+        self.scheduler.wait()
+
+    def __exit__(self, *exc_info: object) -> None:
+        for process in [*self.worker_processes, self.scheduler]:
+            if process is not None and process.poll() is None:
+                process.kill()
+        for process in [*self.worker_processes, self.scheduler]:
+            if process is not None:
+                process.wait()
+
+
+def logged(url: str) -> int | None:
+    """How many questions the log at ``url`` holds records of (None while unreadable)."""
+    return count(url, "SELECT count(DISTINCT example_id) FROM dynakrag_records")

@@ -4,9 +4,11 @@ nothing is lost or written twice.
 A real PostgreSQL (the project's :class:`~dynakrag.postgres.LocalPostgres`, a server of this
 module's own: the tests restart it) takes the checkpoints of ``dynakrag ask --log`` and the
 records of ``dynakrag collect --log``; the model is a fake OpenAI-compatible server on
-loopback, or, for the embedded server, the stdlib stand-in of the supervisor tests. Each test
-adds one row to RELIABILITY.md's "Faults at scale" table (runs tried and finished, questions
-and records lost, duplicate records, recovery time). The Dask ones are ``slow``.
+loopback, or, for the embedded server, the stdlib stand-in of the supervisor tests; the Dask
+clusters are real (a scheduler and two workers, processes of their own that the tests kill).
+Each test adds one row to RELIABILITY.md's "Faults at scale" table (runs tried and finished,
+questions and records lost, duplicate records, recovery time). All are fast (seconds each:
+CI runs them).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from tests.fakes import demo_responder
 from tests.reliability.scale_faults import (
     DEMO,
     QUESTIONS,
+    DaskCluster,
     FaultRow,
     Injector,
     PgBouncer,
@@ -41,6 +44,7 @@ from tests.reliability.scale_faults import (
     compare_records,
     count,
     lock_table,
+    logged,
     reference_records,
     terminate_backends,
     write_demo_corpus,
@@ -54,6 +58,14 @@ pytestmark = [
 ]
 
 Report = Callable[[FaultRow], None]
+
+
+def _has_dask() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
+
+
 CHECKPOINTS = "SELECT count(*) FROM checkpoints"
 LOGGED = "SELECT count(DISTINCT example_id) FROM dynakrag_records"
 
@@ -220,7 +232,7 @@ def test_statement_timeout_is_retried(
     assert (check.questions_lost, check.records_lost, check.duplicates) == (0, 0, 0)
 
 
-@pytest.mark.skipif(not PgBouncer.available(), reason="needs pgbouncer (apt-get install pgbouncer)")
+@pytest.mark.skipif(PgBouncer.binary() is None, reason="no pgbouncer (apt-get install pgbouncer)")
 def test_transaction_pooler_with_dropped_connections(
     server, database, fake_model, tmp_path: Path, capsys, fault_row: Report
 ) -> None:
@@ -258,6 +270,53 @@ def test_transaction_pooler_with_dropped_connections(
     assert outcome.errors == [] and code == 0
     assert (outcome.lost_steps, outcome.duplicate_steps) == (0, 0)
     assert (check.questions_lost, check.records_lost, check.duplicates) == (0, 0, 0)
+
+
+def test_no_server_side_prepared_statements(database, fault_row: Report) -> None:
+    """What a transaction-mode pooler needs, checked where none is installed: runs logged
+    through the checkpoint saver (one pooled connection, so every statement shares it) and
+    statements repeated on a plain connection leave no prepared statement on the server."""
+    from dynakrag.data.demo import demo_passages
+    from dynakrag.data.demo_corpus import generate_demo_corpus
+    from dynakrag.graph.builder import build_graph
+    from dynakrag.graph.runlog import run_config
+    from dynakrag.postgres import postgres_saver
+    from tests.fakes import KeywordSearcher, demo_chat_model
+
+    _, url = database
+    corpus = generate_demo_corpus(7)
+    prepared = "SELECT count(*) AS n FROM pg_prepared_statements"
+    saver = postgres_saver(url, max_size=1)
+    try:
+        answers = {q.question: q.answer for q in corpus.questions}
+        graph = build_graph(
+            KeywordSearcher(demo_passages(corpus)), demo_chat_model(answers), checkpointer=saver
+        )
+        for question in corpus.questions[:2]:
+            graph.invoke({"question": question.question}, run_config(command="ask"))
+        with saver.conn.connection() as conn:
+            left_by_saver = conn.execute(prepared).fetchone()["n"]
+    finally:
+        saver.conn.close()
+    write_log_records(url, [{"dataset": "demo", "example_id": "q"}])
+    with contextlib.closing(connect(url)) as conn:
+        for _ in range(10):  # psycopg prepares a statement run prepare_threshold times
+            conn.execute("SELECT 1 FROM dynakrag_records WHERE example_id = %s", ("q",))
+        left_by_connection = conn.execute(prepared).fetchone()["n"]
+    fault_row(
+        FaultRow(
+            "transaction pooling without a pooler: server-side prepared statements",
+            "ask (saver) + repeated statements",
+            2,
+            2,
+            0,
+            0,
+            0,
+            None,
+            f"{left_by_saver + left_by_connection} prepared statements left on the server",
+        )
+    )
+    assert (left_by_saver, left_by_connection) == (0, 0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -501,6 +560,10 @@ def small_disk(folder: Path, size_kb: int) -> Iterator[str]:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
+DISK_KB = 1536
+"""The log disk: room for a few dozen logged runs and an evaluation's journal."""
+
+
 def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) -> None:
     """``ask --log`` into a SQLite log on a full disk, and an eval journal on it: a one-line
     error, and what was written before stays readable."""
@@ -511,7 +574,7 @@ def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) ->
     disk = tmp_path / "disk"
     questions = [e.question for e in DEMO]
     finished, error, journal_error, kept = 0, "", "", 0
-    with small_disk(disk, 1536) as how:
+    with small_disk(disk, DISK_KB) as how:
         log = disk / "runs.sqlite"
         journal = Journal(disk / "eval.json.partial.jsonl", {"run": 1})
         for number in range(100):  # questions an evaluation finished before the disk filled
@@ -537,7 +600,7 @@ def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) ->
         readable = sum(1 for thread in list_threads(log) if read_transitions(log, thread))
     fault_row(
         FaultRow(
-            f"log disk full ({how}, 384 KiB)",
+            f"log disk full ({how}, {DISK_KB} KiB)",
             "ask --log FILE.sqlite + eval journal",
             finished + 1,
             finished,
@@ -605,3 +668,130 @@ def test_killed_owner_leaves_no_postgres(tmp_path: Path, fault_row: Report) -> N
         )
     )
     assert gone, "the killed owner's PostgreSQL outlived it"
+
+
+# --------------------------------------------------------------------------------------------
+# Dask: a worker killed, the scheduler lost, the run resumed
+
+DASK_QUESTIONS = 6
+"""Questions of a Dask run: two workers are both mid-question when the fault fires."""
+needs_dask = pytest.mark.skipif(not _has_dask(), reason="needs dynakrag[scale]")
+
+
+@pytest.fixture
+def slow_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """The fake demo model taking 20 ms a reply (a question then lasts long enough for a fault
+    to land in it), for this process and, through the returned environment, the workers."""
+    reader = demo_responder({e.question: e.answers[0] for e in DEMO})
+
+    def respond(messages: list[Any]) -> str:
+        time.sleep(0.02)
+        return reader(messages)
+
+    with serving(FakeOpenAI(respond)) as fake:
+        settings = {"DYNAKRAG_LLM_BASE_URL": fake.base_url, "OPENAI_API_KEY": "test"}
+        for name, value in {**settings, "NO_PROXY": no_proxy()}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("DYNAKRAG_CACHE_DIR", str(tmp_path / "cache"))
+        # The workers' own cache: no reply of the reference run to replay.
+        yield clean_env(**settings, DYNAKRAG_CACHE_DIR=str(tmp_path / "worker-cache"))
+
+
+@needs_dask
+def test_collect_survives_a_killed_worker(
+    database, slow_model: dict[str, str], tmp_path: Path, capsys, fault_row: Report
+) -> None:
+    """One of two Dask workers SIGKILLed while both run a question (``collect --scheduler
+    --log``): Dask reruns its question on the other worker; the run finishes."""
+    _, url = database
+    expected = reference_records(tmp_path, DASK_QUESTIONS)
+    with DaskCluster(2, slow_model) as cluster:
+        victim = cluster.worker_processes[0]
+        injector = Injector(lambda: logged(url), 1, victim.kill)
+        injector.start()
+        try:
+            code = cli.main(
+                collect_argv(DASK_QUESTIONS, "--scheduler", cluster.address, "--log", url)
+            )
+        finally:
+            injector.finish()
+        survivors = sum(process.poll() is None for process in cluster.worker_processes)
+    error = capsys.readouterr().err.strip()
+    assert injector.fired.is_set(), "the fault never fired"
+    check = compare_records(read_log_records(url), expected)
+    fault_row(
+        FaultRow(
+            "Dask worker SIGKILLed mid-question (1 of 2)",
+            "collect --scheduler --log",
+            1,
+            int(code == 0),
+            check.questions_lost,
+            check.records_lost,
+            check.duplicates,
+            injector.recovery_s,
+            f"killed at {injector.progress_at_fault}/{DASK_QUESTIONS} questions logged; "
+            "its question rerun on the other worker",
+        )
+    )
+    assert code == 0, error
+    assert survivors == 1 and injector.progress_at_fault < DASK_QUESTIONS
+    assert (check.questions_lost, check.records_lost, check.duplicates) == (0, 0, 0)
+
+
+@needs_dask
+def test_collect_resumes_after_the_scheduler_is_lost(
+    database, slow_model: dict[str, str], tmp_path: Path, capsys, fault_row: Report
+) -> None:
+    """The Dask scheduler SIGKILLed mid-run (``collect --scheduler --log``): the run ends with
+    one line; rerun on a restarted cluster, it does the questions not yet logged and nothing
+    twice."""
+    _, url = database
+    expected = reference_records(tmp_path, DASK_QUESTIONS)
+    with DaskCluster(2, slow_model) as cluster:
+        argv = collect_argv(DASK_QUESTIONS, "--scheduler", cluster.address, "--log", url)
+        injector = Injector(lambda: logged(url), 1, cluster.kill_scheduler)
+        capsys.readouterr()  # the reference run's progress
+        injector.start()
+        try:
+            first = cli.main(argv)
+        finally:
+            injector.finish()
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert injector.fired.is_set() and injector.fired_at is not None, "the fault never fired"
+    before = read_log_records(url)
+    with DaskCluster(1, slow_model, port=cluster.port) as restarted:  # the same address
+        progress = Injector(lambda: logged(url), len({r["example_id"] for r in before}), _nothing)
+        progress.start()
+        try:
+            second = cli.main(argv)
+        finally:
+            progress.finish()
+        assert restarted.address == cluster.address
+    after = read_log_records(url)
+    check = compare_records(after, expected)
+    resumed_at = progress.fired_at or time.monotonic()
+    recovery = resumed_at - injector.fired_at + (progress.recovery_s or 0.0)
+    fault_row(
+        FaultRow(
+            "Dask scheduler SIGKILLed mid-run, the run resumed",
+            "collect --scheduler --log, rerun",
+            2,
+            int(first == 0) + int(second == 0),
+            check.questions_lost,
+            check.records_lost,
+            check.duplicates,
+            recovery,
+            f"lost at {injector.progress_at_fault}/{DASK_QUESTIONS} questions logged; first "
+            f"run: {error[:60]}...; recovery includes restarting the cluster",
+        )
+    )
+    assert injector.progress_at_fault < DASK_QUESTIONS
+    assert first == 1 and "\n" not in error
+    assert error.startswith("dynakrag: error: lost the Dask cluster at "), error
+    assert second == 0
+    assert (check.questions_lost, check.records_lost, check.duplicates) == (0, 0, 0)
+    assert after[: len(before)] == before  # what was logged before the loss, untouched
+
+
+def _nothing() -> None:
+    """A fault that is none: an :class:`Injector` that only times the progress after it."""
