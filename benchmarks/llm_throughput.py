@@ -38,7 +38,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))  # the shared helpers beside this script
+
+from runstore import fmt  # noqa: E402
+
+RESULTS = _HERE / "results"
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 _EVAL = re.compile(r"\s eval time =\s*([\d.]+) ms /\s*(\d+) runs")
 # Qwen2.5's end-of-text tokens, banned so that every run generates --gen-tokens tokens.
@@ -331,14 +337,6 @@ def cpu_model() -> str:
     return "unknown"
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
 def table(rows: list[dict[str, Any]]) -> str:
     ref = rows[0]
 
@@ -360,12 +358,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 
         lines.append(
             f"| {row['name']} | {row.get('loaded_variant', '-')} | "
-            f"{_fmt(row.get('prompt_tok_s'))} | {ratio(row, 'prompt_tok_s')} | "
-            f"{_fmt(row.get('gen_tok_s'))} | {ratio(row, 'gen_tok_s')} | "
-            f"{_fmt(row.get('server_prompt_tok_s'))} | {_fmt(row.get('server_gen_tok_s'))} | "
+            f"{fmt(row.get('prompt_tok_s'), 1)} | {ratio(row, 'prompt_tok_s')} | "
+            f"{fmt(row.get('gen_tok_s'), 1)} | {ratio(row, 'gen_tok_s')} | "
+            f"{fmt(row.get('server_prompt_tok_s'), 1)} | {fmt(row.get('server_gen_tok_s'), 1)} | "
             f"{share('server_prompt_tok_s', 'prompt_tok_s')} | "
             f"{share('server_gen_tok_s', 'gen_tok_s')} | "
-            f"{_fmt(row.get('naive_s_per_q'))} | {_fmt(row.get('naive_f1'), 3)} |"
+            f"{fmt(row.get('naive_s_per_q'), 1)} | {fmt(row.get('naive_f1'), 3)} |"
         )
     return "\n".join(lines)
 
@@ -422,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         eta = (time.perf_counter() - started) / done * (len(configs) - done)
         print(
             f"[{done}/{len(configs)}] {config['name']}: prompt "
-            f"{_fmt(row.get('prompt_tok_s'))} tok/s, gen {_fmt(row.get('gen_tok_s'))} tok/s "
+            f"{fmt(row.get('prompt_tok_s'), 1)} tok/s, gen {fmt(row.get('gen_tok_s'), 1)} tok/s "
             f"(ETA {eta / 60:.1f} min)",
             file=sys.stderr,
         )
