@@ -20,9 +20,10 @@ health counters and :class:`~dynakrag.errors.ModelUnavailableError`); the thresh
 (:func:`fit_perplexity_thresholds`, the median by default) and every answer is logged as a
 :class:`~dynakrag.routing.decisions.RoutingDecision`.
 
-Findings for the embedded llama-cpp-python 0.3.36 server (prompt log-probs need its
-``--logits_all``, which dynakrag turns on only with ``embedded_prompt_logprobs``: keeping every
-prompt token's logits slows every prompt):
+Findings for the embedded llama-cpp-python 0.3.36 server (log-probs, of the prompt or of the
+answer, need its ``--logits_all``, which dynakrag turns on only with
+``embedded_prompt_logprobs``: keeping every prompt token's logits slows every prompt; set it for
+either signal before the process's first model call):
 
 * ``/v1/completions`` with ``echo=True, logprobs=N`` returns prompt log-probs, but they are
   shifted by one token unless the prompt starts with the model's BOS token (llama-cpp-python

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from langchain_openai import ChatOpenAI
 
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import LLMClient
-from dynakrag.llm.embedded import MODEL_ALIAS, EmbeddedServer, embedded_chat_model
+from dynakrag.llm.embedded import MODEL_ALIAS, EmbeddedServer
 from dynakrag.llm.server_settings import ServerSettings
 from dynakrag.routing.generator import (
     EMBEDDED_BOS_TEXT,
@@ -32,21 +33,26 @@ NONSENSE = [{"title": "", "text": "Purple whisk galloped beneath marmalade."}]
 
 
 @pytest.fixture(scope="module")
-def scorer() -> Iterator[PromptLogprobScorer]:
-    # A server of its own that keeps prompt logits (embedded_prompt_logprobs): the process-wide
-    # one, started by whichever test came first, does not.
+def logits_server() -> Iterator[EmbeddedServer]:
+    # A server of its own that keeps logits (embedded_prompt_logprobs): llama-cpp-python gives
+    # log-probs, prompt or answer, only then, and the process-wide server does not keep them.
     settings = ServerSettings.from_configuration(
         Configuration.from_env(embedded_prompt_logprobs=True)
     )
     with EmbeddedServer(settings=settings) as server:
-        yield PromptLogprobScorer(
-            server.base_url,
-            MODEL_ALIAS,
-            bos_text=EMBEDDED_BOS_TEXT,
-            trust_env=False,
-            max_chars=200,
-            timeout=120.0,
-        )
+        yield server
+
+
+@pytest.fixture(scope="module")
+def scorer(logits_server: EmbeddedServer) -> PromptLogprobScorer:
+    return PromptLogprobScorer(
+        logits_server.base_url,
+        MODEL_ALIAS,
+        bos_text=EMBEDDED_BOS_TEXT,
+        trust_env=False,
+        max_chars=200,
+        timeout=120.0,
+    )
 
 
 def test_echoed_prompt_logprobs_are_aligned(scorer: PromptLogprobScorer) -> None:
@@ -65,12 +71,22 @@ def test_nonsense_context_is_more_perplexing_than_a_fluent_one(
     assert nonsense.perplexity > 2 * fluent.perplexity, (fluent, nonsense)
 
 
-def test_chat_completions_return_answer_logprobs(scorer: PromptLogprobScorer) -> None:
+def test_chat_completions_return_answer_logprobs(logits_server: EmbeddedServer) -> None:
     # A short prompt keeps prompt evaluation cheap on a 2-core box; the code path is the one
     # light_tier uses (ChatOpenAI bound with logprobs=True, top_logprobs=1, max_tokens).
     tier = GeneratorTier(
         "light",
-        LLMClient(embedded_chat_model(timeout=120.0, max_retries=0), max_retries=0),
+        LLMClient(
+            ChatOpenAI(
+                base_url=logits_server.base_url,
+                api_key="local",
+                model=MODEL_ALIAS,
+                temperature=0,
+                timeout=120.0,
+                max_retries=0,
+            ),
+            max_retries=0,
+        ),
         build_messages=lambda q, ps: [("human", f"{ps[0]['text']}\n{q} One word.")],
         max_tokens=4,
     )
