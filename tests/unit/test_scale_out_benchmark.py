@@ -25,7 +25,8 @@ def test_the_fake_reader_keeps_runs_going_to_their_budget() -> None:
         final = graph.invoke(
             {"question": corpus.questions[0].question}, {"configurable": {"max_steps": 3}}
         )
-    assert final["answer"]
+    # An answer, or (abstention on) no answer with its reason: either way the run finished.
+    assert final["answer"] or final["abstain_reason"]
     assert final["steps"] == 3
     assert json.loads(bench.reply([_Text(prompts.DECOMPOSE_SYSTEM), _Text("Q?")]))
 
