@@ -104,6 +104,9 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
         DYNAKRAG_CACHE_DIR=str(tmp / "cache"),
         DYNAKRAG_LLM_BASE_URL=fake.base_url,
         DYNAKRAG_LLM_MAX_RETRIES="0",
+        # The fake's answers name their question, which no passage states: with abstention on
+        # they would all become no-answers, and these tests check whose answer comes back.
+        DYNAKRAG_ABSTAIN="0",
         OPENAI_API_KEY="dummy",
     )
     log_path = tmp / "langgraph-dev.log"

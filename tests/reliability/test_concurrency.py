@@ -131,3 +131,10 @@ def test_dev_server_completes_concurrent_runs(studio: Studio, reliability: Recor
         SERVER_RUNS,
         f"all completed, each with its own question's answer; {elapsed:.1f}s",
     )
+
+
+@pytest.fixture(autouse=True)
+def _abstention_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count answers of fakes that state them without passages to ground them
+    (abstention would turn each into a no-answer); abstention has its own tests."""
+    monkeypatch.setenv("DYNAKRAG_ABSTAIN", "0")
