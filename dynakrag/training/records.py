@@ -54,7 +54,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,17 +108,7 @@ def resume_collection(
     except (OSError, UnicodeDecodeError) as exc:
         raise UserInputError(f"cannot read trajectories {source}: {exc}") from None
     records: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            if number == len(lines):
-                break  # the line a kill cut short
-            raise UserInputError(f"{source} line {number}: invalid JSON") from None
-        if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
-            raise UserInputError(f"{source} line {number}: not a {RECORD_SCHEMA} record")
+    for number, _line, record in _parsed_records(source, lines):
         if record.get("collection") != dict(collection):
             raise UserInputError(
                 f"{source} holds records of another collection (line {number}: "
@@ -221,7 +211,13 @@ def _record_lines(source: Path) -> Iterable[tuple[str, dict[str, Any]]]:
         text = (gzip.decompress(data) if source.suffix == ".gz" else data).decode("utf-8")
     except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
         raise UserInputError(f"cannot read trajectories {source}: {exc}") from None
-    lines = text.splitlines()
+    for _number, line, record in _parsed_records(source, text.splitlines()):
+        yield line, record
+
+
+def _parsed_records(source: Path, lines: list[str]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """``(line number, line, record)`` of each record line; a last line a kill cut short ends
+    the file, any other unreadable line is a :class:`UserInputError`."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -233,4 +229,4 @@ def _record_lines(source: Path) -> Iterable[tuple[str, dict[str, Any]]]:
             raise UserInputError(f"{source} line {number}: invalid JSON") from None
         if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
             raise UserInputError(f"{source} line {number}: not a {RECORD_SCHEMA} record")
-        yield line, record
+        yield number, line, record
