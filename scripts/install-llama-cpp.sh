@@ -66,7 +66,9 @@ for variant in "${variants[@]}"; do
   fi
   build="$work/build-$variant"
   # shellcheck disable=SC2086  # $flags is a list of -D options
+  # The variant is copied beside the wheel's libraries: it finds their libggml-base through $ORIGIN.
   if cmake -S "$llama_src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+        -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON '-DCMAKE_INSTALL_RPATH=$ORIGIN' \
         -DGGML_BACKEND_DL=ON -DGGML_NATIVE=OFF $flags -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF \
         -DLLAMA_BUILD_COMMON=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF >"$work/$variant.log" 2>&1 \

@@ -65,11 +65,24 @@ def _score(path: Path) -> int:
     return int(score())
 
 
+def _load_ggml_base(lib_dir: Path) -> None:
+    """Load the ``libggml-base`` every backend links, from the package's own directory.
+
+    A variant compiled apart from the wheel may not say where its ``libggml-base.so.0`` lives
+    (no ``$ORIGIN`` run path); once a library of that name is loaded, the dynamic linker reuses it.
+    """
+    for name in ("libggml-base.so.0", "libggml-base.so"):
+        if (lib_dir / name).exists():
+            ctypes.CDLL(str(lib_dir / name), mode=ctypes.RTLD_GLOBAL)
+            return
+
+
 def installed_variants(lib_dir: Path | None = None) -> list[CpuVariant]:
     """The CPU backends of a dynamic build, best first (empty for a static build)."""
     lib_dir = lib_dir or llama_lib_dir()
     if lib_dir is None:
         return []
+    _load_ggml_base(lib_dir)
     variants = [
         CpuVariant(path.name.removeprefix("libggml-cpu-").removesuffix(".so"), path, _score(path))
         for path in sorted(lib_dir.glob("libggml-cpu-*.so"))

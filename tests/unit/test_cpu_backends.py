@@ -35,6 +35,55 @@ def test_installed_variants_are_scored_and_ordered_best_first(tmp_path: Path) ->
 
 
 @needs_cc
+def test_a_variant_without_a_run_path_finds_the_packages_ggml_base(tmp_path: Path) -> None:
+    # A variant compiled apart from the wheel links libggml-base.so.0 but carries no $ORIGIN run
+    # path: scoring it must not depend on the dynamic linker finding that library on its own.
+    base_source = tmp_path / "base.c"
+    base_source.write_text("int ggml_base_answer(void) { return 5; }\n", encoding="utf-8")
+    subprocess.run(
+        [
+            "cc",
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libggml-base.so.0",
+            "-o",
+            str(tmp_path / "libggml-base.so.0"),
+            str(base_source),
+        ],
+        check=True,
+    )
+    variant_source = tmp_path / "variant.c"
+    variant_source.write_text(
+        "int ggml_base_answer(void);\n"
+        "int ggml_backend_score(void) { return ggml_base_answer(); }\n",
+        encoding="utf-8",
+    )
+    subprocess.run(
+        [
+            "cc",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(tmp_path / "libggml-cpu-zen4.so"),
+            str(variant_source),
+            f"-L{tmp_path}",
+            "-l:libggml-base.so.0",
+        ],
+        check=True,
+    )
+    code = (
+        "import sys\nfrom pathlib import Path\n"
+        "from dynakrag.llm.cpu_backends import installed_variants\n"
+        "print([(v.name, v.score) for v in installed_variants(Path(sys.argv[1]))])\n"
+    )
+    done = subprocess.run(  # a fresh process: nothing of ggml loaded yet
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[('zen4', 5)]"
+
+
+@needs_cc
 def test_a_static_build_has_no_variants(tmp_path: Path) -> None:
     # A static build links a versioned libggml-cpu.so.0 into libggml: nothing to choose.
     _fake_backend(tmp_path / "libggml-cpu.so", 3)
