@@ -52,7 +52,7 @@ if str(_HERE) not in sys.path:
 
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from multihop import QA_DATASETS, add_run_options  # noqa: E402
-from runstore import RunStore, fmt  # noqa: E402
+from runstore import Journal, RunStore, fmt  # noqa: E402
 
 from dynakrag import prompts  # noqa: E402
 from dynakrag.configuration import Configuration  # noqa: E402
@@ -224,25 +224,6 @@ def is_abstention(record: dict[str, Any]) -> bool:
     """An abstention, or (abstention off) the reader's own "insufficient evidence"."""
     said = normalize_answer(str(record.get("prediction") or ""))
     return bool(record.get("abstained")) or said == prompts.INSUFFICIENT_EVIDENCE
-
-
-class Journal:
-    """Per-question records of one (method, setting) run, appended as JSON lines."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.done: dict[str, dict[str, Any]] = {}
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    record = json.loads(line)
-                    self.done[record["id"]] = record
-        path.parent.mkdir(parents=True, exist_ok=True)
-
-    def add(self, record: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.done[record["id"]] = record
 
 
 def run_set(

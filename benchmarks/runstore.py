@@ -10,6 +10,7 @@ was cut halfway cheap to redo.
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import sys
@@ -21,6 +22,25 @@ from typing import Any
 from dynakrag.files import json_safe, read_json, write_json
 
 _REPO = Path(__file__).resolve().parent.parent
+
+
+class Journal:
+    """Per-question records of one (method, setting) run, appended as JSON lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.done: dict[str, dict[str, Any]] = {}
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    record = json.loads(line)
+                    self.done[record["id"]] = record
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def add(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.done[record["id"]] = record
 
 
 class RunStore:

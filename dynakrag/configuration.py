@@ -128,6 +128,14 @@ class Configuration(BaseModel):
         "decomposition with #k references) or 'epqd' (DS-RAG entity-preserving: one "
         "sub-question per conjunction/comma-separated part).",
     )
+    sub_question_answering: Literal["joint", "sequential"] = Field(
+        default="joint",
+        description="How sufficiency_check answers the sub-questions from the evidence: "
+        "'joint' (one call answers all of them as a JSON list) or 'sequential' (one call "
+        "each, in order, the answers found so far written into later sub-questions' #k; a "
+        "sub-question whose #k is still unknown is not asked). Either way a sub-question that "
+        "depends on an unknown answer stays unknown.",
+    )
     dsrag_extraction: DsragExtractionName = Field(
         default="llm",
         description="How DS-RAG builds sub-questions and selection criteria: 'llm' (one "

@@ -124,15 +124,20 @@ def decompose_messages(question: str) -> list[tuple[str, str]]:
 
 
 def sufficiency_messages(
-    question: str, sub_questions: Sequence[str], passages: Sequence[dict[str, Any]]
+    question: str | None, sub_questions: Sequence[str], passages: Sequence[dict[str, Any]]
 ) -> list[tuple[str, str]]:
-    """Ask for an answer or UNKNOWN per sub-question, from the passages only."""
+    """Ask for an answer or UNKNOWN per sub-question, from the passages only.
+
+    ``question`` (the main question) is given as context when set; one sub-question asked on
+    its own goes without it, so the model answers that sub-question and not the main one.
+    """
     numbered = "\n".join(f"{i}. {q}" for i, q in enumerate(sub_questions, start=1))
+    main = f"Main question: {question}\n" if question is not None else ""
     return [
         ("system", ANSWER_SYSTEM),
         (
             "human",
-            f"{format_passages(passages)}\n\n{SUFFICIENCY_TASK}\nMain question: {question}\n"
+            f"{format_passages(passages)}\n\n{SUFFICIENCY_TASK}\n{main}"
             f"Sub-questions:\n{numbered}\n\n{SUFFICIENCY_REQUEST_END}",
         ),
     ]

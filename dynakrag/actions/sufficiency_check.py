@@ -20,8 +20,8 @@ from dynakrag.actions.gaps import open_gaps
 from dynakrag.actions.grounding import has_answerable_content, missing_entities
 from dynakrag.actions.text import content_words, question_names
 from dynakrag.configuration import Configuration
-from dynakrag.decomposition import decompose, resolve_references
-from dynakrag.llm.client import NO_USAGE
+from dynakrag.decomposition import REFERENCE, decompose, resolve_references
+from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.state import Document, State, SubQuestion
 
 # EPQD makes one sub-question per part; long DS-RAG questions have up to ~10 parts.
@@ -64,30 +64,13 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
     else:
         texts, usage = decompose(question, resources.llm)
     evidence = evidence_window(state, cfg)
-    reply, answer_usage = resources.llm.json(
-        prompts.sufficiency_messages(question, texts, evidence),
-        max_tokens=prompts.sufficiency_max_tokens(len(texts)),
-    )
-    usage += answer_usage
-    raw = reply.get("answers") if reply else None
-    # Documented fallback: an unusable reply counts as UNKNOWN for every part.
-    raw_answers = raw if isinstance(raw, list) else []
-    answers: list[str | None] = []
-    rejected: list[str] = []
-    for index, text in enumerate(texts):
-        item = raw_answers[index] if index < len(raw_answers) else None
-        value = "" if item is None else str(item).strip()
-        # The check shares the answer's system text, whose refusal is "insufficient evidence".
-        unknown = (
-            not value
-            or value.upper().startswith(prompts.UNKNOWN)
-            or value.lower().startswith(prompts.INSUFFICIENT_EVIDENCE)
-            or "#" in value
+    if cfg.sub_question_answering == "sequential":
+        answers, rejected, parsed, answer_usage = _answer_in_order(texts, evidence, resources.llm)
+    else:
+        answers, rejected, parsed, answer_usage = _answer_jointly(
+            question, texts, evidence, resources.llm
         )
-        if not unknown and not is_grounded(value, resolve_references(text, answers), evidence):
-            rejected.append(value)
-            unknown = True
-        answers.append(None if unknown else value[:200])
+    usage += answer_usage
     sub_questions = [
         SubQuestion(question=resolve_references(text, answers), answer=answer)
         for text, answer in zip(texts, answers, strict=True)
@@ -109,7 +92,7 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
         details={
             "sufficient": sufficient,
             "gaps": gaps,
-            "parsed": raw is not None,
+            "parsed": parsed,
             "ungrounded_answers": rejected,
             **entity_details,
         },
@@ -119,3 +102,79 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
         evidence_count_at_check=len(state.get("evidence", [])),
         bridge_entities=detect_bridge_entities(question, state.get("evidence", []), sub_questions),
     )
+
+
+def _sub_answer(
+    item: Any, text: str, answers: list[str | None], evidence: list[Document], rejected: list[str]
+) -> str | None:
+    """The model's answer ``item`` to sub-question ``text`` if it stands, else None (UNKNOWN).
+
+    UNKNOWN: no value, the model's UNKNOWN or refusal (the check shares the answer's system
+    text, whose refusal is "insufficient evidence"), a value still holding a ``#k``, a
+    sub-question that depends on an answer not found yet (its ``#k`` unresolved: whatever the
+    model names there is a guess), or a value no passage states with the sub-question's subject
+    (recorded in ``rejected``).
+    """
+    value = "" if item is None else str(item).strip()
+    resolved = resolve_references(text, answers)
+    if (
+        not value
+        or value.upper().startswith(prompts.UNKNOWN)
+        or value.lower().startswith(prompts.INSUFFICIENT_EVIDENCE)
+        or "#" in value
+        or REFERENCE.search(resolved)
+    ):
+        return None
+    if not is_grounded(value, resolved, evidence):
+        rejected.append(value)
+        return None
+    return value[:200]
+
+
+def _answer_jointly(
+    question: str, texts: list[str], evidence: list[Document], llm: LLMClient
+) -> tuple[list[str | None], list[str], bool, Usage]:
+    """One call answers every sub-question (a JSON list, in order)."""
+    reply, usage = llm.json(
+        prompts.sufficiency_messages(question, texts, evidence),
+        max_tokens=prompts.sufficiency_max_tokens(len(texts)),
+    )
+    raw = reply.get("answers") if reply else None
+    # Documented fallback: an unusable reply counts as UNKNOWN for every part.
+    raw_answers = raw if isinstance(raw, list) else []
+    answers: list[str | None] = []
+    rejected: list[str] = []
+    for index, text in enumerate(texts):
+        item = raw_answers[index] if index < len(raw_answers) else None
+        answers.append(_sub_answer(item, text, answers, evidence, rejected))
+    return answers, rejected, raw is not None, usage
+
+
+def _answer_in_order(
+    texts: list[str], evidence: list[Document], llm: LLMClient
+) -> tuple[list[str | None], list[str], bool, Usage]:
+    """One call per sub-question, in order, earlier answers written into its ``#k``.
+
+    A small model asked several sub-questions at once shifts answers between them (the city for
+    the company); asked one at a time, with the bridge already filled in, it cannot. A
+    sub-question whose ``#k`` is still unknown is not asked at all.
+    """
+    answers: list[str | None] = []
+    rejected: list[str] = []
+    usage = NO_USAGE
+    parsed = True
+    for text in texts:
+        resolved = resolve_references(text, answers)
+        if REFERENCE.search(resolved):
+            answers.append(None)
+            continue
+        reply, call_usage = llm.json(
+            prompts.sufficiency_messages(None, [resolved], evidence),
+            max_tokens=prompts.sufficiency_max_tokens(1),
+        )
+        usage += call_usage
+        raw = reply.get("answers") if reply else None
+        parsed = parsed and raw is not None
+        item = raw[0] if isinstance(raw, list) and raw else None
+        answers.append(_sub_answer(item, text, answers, evidence, rejected))
+    return answers, rejected, parsed, usage

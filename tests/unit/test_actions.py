@@ -408,6 +408,55 @@ def test_sufficiency_check_leaves_unresolved_references_and_queried_gaps_out_of_
     assert update["sufficient"] is False
 
 
+def test_a_sub_question_that_depends_on_an_unknown_answer_stays_unknown() -> None:
+    # The model shifts answers across parts: the first part (the company) is not answered, yet it
+    # names a city for "the headquarters of #1". With #1 unknown that city is a guess.
+    recorder = by_prompt(
+        decompose=json.dumps({"sub_questions": SUB_QUESTIONS[:2]}),
+        sufficiency=_answers("UNKNOWN", "Velford"),
+    )
+    res, _ = resources(recorder)
+    state = make_state(evidence=[doc("ada"), doc("kestrel")])
+    update = sufficiency_check(state, res, Configuration())
+    assert [sub["answer"] for sub in update["sub_questions"]] == [None, None]
+    assert update["sufficient"] is False
+
+
+def test_sequential_answering_asks_each_sub_question_alone_with_earlier_answers_filled_in() -> None:
+    def reply(kind: str, human: str) -> str:
+        if kind == prompts.DECOMPOSE:
+            return json.dumps({"sub_questions": SUB_QUESTIONS[:2]})
+        asked = human.split("Sub-questions:\n", 1)[1]
+        return _answers("Velford" if "headquarters of Kestrel Labs" in asked else "Kestrel Labs")
+
+    recorder = Recorder(reply)
+    res, _ = resources(recorder)
+    cfg = Configuration(sub_question_answering="sequential")
+    state = make_state(evidence=[doc("ada"), doc("kestrel")])
+    update = sufficiency_check(state, res, cfg)
+    assert recorder.kinds == [prompts.DECOMPOSE, prompts.SUFFICIENCY, prompts.SUFFICIENCY]
+    requests = [str(call[-1].content) for call in recorder.calls[1:]]
+    assert "1. Which company does Ada Voss work for?" in requests[0]
+    assert "1. In which city is the headquarters of Kestrel Labs?" in requests[1]
+    # Asked alone, a sub-question goes without the main question (it would draw the answer).
+    assert all("Main question:" not in request for request in requests)
+    assert [sub["answer"] for sub in update["sub_questions"]] == ["Kestrel Labs", "Velford"]
+    assert update["sufficient"] is True
+    check_accounting(state, update, "sufficiency_check", retrieval_calls=0, llm_calls=3)
+
+
+def test_sequential_answering_does_not_ask_a_sub_question_whose_reference_is_unknown() -> None:
+    recorder = by_prompt(
+        decompose=json.dumps({"sub_questions": SUB_QUESTIONS}), sufficiency=_answers("UNKNOWN")
+    )
+    res, _ = resources(recorder)
+    cfg = Configuration(sub_question_answering="sequential")
+    update = sufficiency_check(make_state(evidence=[doc("ada")]), res, cfg)
+    assert recorder.kinds == [prompts.DECOMPOSE, prompts.SUFFICIENCY]  # parts 2 and 3 say #1
+    assert [sub["answer"] for sub in update["sub_questions"]] == [None, None, None]
+    assert update["gaps"] == [SUB_QUESTIONS[0]]
+
+
 def test_sufficiency_check_is_sufficient_when_every_part_is_answered() -> None:
     recorder = by_prompt(
         decompose=json.dumps({"sub_questions": SUB_QUESTIONS[:2]}),

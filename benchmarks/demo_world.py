@@ -1,0 +1,222 @@
+"""Demo world: does the graph follow each of its generated multi-hop chains to the end?
+
+Runs the graph over every question of the generated demo corpus (``dynakrag demo``'s world: 2-,
+3- and 4-hop bridge chains and comparisons over invented names, which no model can know) for
+each configuration variant, side by side in one run. Reported per variant and per hop count:
+exact match and F1 of the answer, the share of questions whose every gold passage was retrieved
+(the chain followed to its end), the abstain rate, and model calls and tokens per question.
+
+A variant is ``NAME`` or ``NAME:FIELD=VALUE[,FIELD=VALUE...]`` over the configuration (e.g.
+``sequential:sub_question_answering=sequential``). Per-question records are journalled
+(``<out-dir>/<name>-runs/<variant>.jsonl``) so a killed run resumes; progress with an ETA goes
+to stderr. Writes ``<name>.json`` and ``<name>.md`` under ``--out-dir``.
+
+    .venv/bin/python benchmarks/demo_world.py --variants joint:sub_question_answering=joint \
+        sequential:sub_question_answering=sequential
+    .venv/bin/python benchmarks/demo_world.py --fake-llm --limit 4   # smoke, scripted reader
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))  # the shared helpers beside this script, also when imported
+
+from multihop import add_run_options  # noqa: E402
+from runstore import Journal, fmt  # noqa: E402
+
+from dynakrag.configuration import Configuration  # noqa: E402
+from dynakrag.eval.methods import get_method  # noqa: E402
+from dynakrag.eval.metrics import exact_match, f1_score  # noqa: E402
+from dynakrag.eval.runner import git_commit  # noqa: E402
+from dynakrag.files import write_json  # noqa: E402
+
+SECONDS_PER_QUESTION = 20.0
+"""Rough seconds a graph run takes on the embedded 1.5B model on 2 cores, for the first ETA."""
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, str]]:
+    """``NAME:FIELD=VALUE,...`` -> (NAME, {FIELD: VALUE})."""
+    name, _, settings = text.partition(":")
+    overrides: dict[str, str] = {}
+    for pair in filter(None, settings.split(",")):
+        field, sep, value = pair.partition("=")
+        if not sep or field not in Configuration.model_fields:
+            raise SystemExit(f"demo_world: bad variant setting {pair!r} (FIELD=VALUE)")
+        overrides[field] = value
+    return name, overrides
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", nargs="+", default=["default"])
+    parser.add_argument("--limit", type=int, default=None, help="the first N questions only")
+    parser.add_argument("--policy", default=None, help="the graph's policy (default: configured)")
+    add_run_options(parser, "demo-world", "the tests' scripted reader (smoke runs)")
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from dynakrag.data.demo import DEMO_SEED, demo_passages
+    from dynakrag.data.demo_corpus import generate_demo_corpus
+    from dynakrag.llm.cache import SQLiteLLMCache
+    from dynakrag.llm.factory import llm_client_from_config
+    from dynakrag.routing.factory import build_searcher, needs_embeddings
+
+    world = generate_demo_corpus(DEMO_SEED)
+    questions = list(world.questions)[: args.limit]
+    base = Configuration.from_env()
+    chat_model = None
+    if args.fake_llm:
+        if str(_HERE.parent) not in sys.path:
+            sys.path.insert(0, str(_HERE.parent))
+        from tests.fakes import demo_chat_model
+
+        chat_model = demo_chat_model({q.question: q.answer for q in questions})
+        args.no_cache = True  # never mix scripted replies into the real model's cache
+    embeddings = None
+    if needs_embeddings(base.retriever):
+        from dynakrag.retrieval.embeddings import default_embeddings
+
+        embeddings = default_embeddings(batch_size=base.embedding_batch_size)
+    searcher = build_searcher(
+        base.retriever, list(demo_passages(world)), embeddings=embeddings, seed=args.seed
+    )
+    variants = [parse_variant(text) for text in args.variants]
+    total = len(variants) * len(questions)
+    print(
+        f"[demo-world] {len(questions)} questions x {len(variants)} variants = {total} runs; "
+        f"first estimate ~{total * SECONDS_PER_QUESTION / 60:.0f} min on the embedded model",
+        file=sys.stderr,
+        flush=True,
+    )
+    options = {"policy": args.policy} if args.policy else {}
+    method = get_method("dynakrag", **options)
+    cache = None if args.no_cache else SQLiteLLMCache.in_dir(base.cache_dir)
+    computed: list[float] = []
+    done = 0
+    runs: dict[str, list[dict[str, Any]]] = {}
+    try:
+        llm = llm_client_from_config(base, chat_model=chat_model, cache=cache)
+        for name, overrides in variants:
+            cfg = base.merged({**overrides, "seed": args.seed})
+            journal = Journal(args.out_dir / f"{args.name}-runs" / f"{name}.jsonl")
+            for question in questions:
+                done += 1
+                if question.id in journal.done:
+                    continue
+                began = time.perf_counter()
+                result = method.run(question.question, searcher, llm, cfg)
+                seconds = time.perf_counter() - began
+                computed.append(seconds)
+                retrieved = {
+                    pid for step in result.details.get("trace", []) for pid in step.get("added", [])
+                }
+                journal.add(
+                    {
+                        "id": question.id,
+                        "kind": question.kind,
+                        "hops": question.hops,
+                        "question": question.question,
+                        "gold": question.answer,
+                        "prediction": result.prediction,
+                        "abstained": result.abstained,
+                        "abstain_reason": result.abstain_reason,
+                        "em": exact_match(result.prediction, [question.answer]),
+                        "f1": f1_score(result.prediction, [question.answer]),
+                        "chain_found": set(question.support) <= retrieved,
+                        "support_found": len(set(question.support) & retrieved),
+                        "support": len(question.support),
+                        "actions": result.actions,
+                        "llm_calls": result.llm_calls,
+                        "tokens": result.prompt_tokens + result.completion_tokens,
+                        "latency_s": round(seconds, 3),
+                    }
+                )
+                eta = statistics.fmean(computed) * (total - done)
+                if not args.quiet:
+                    print(
+                        f"[demo-world] {done}/{total} {name} {question.id}: {seconds:.1f} s, "
+                        f"{'right' if journal.done[question.id]['em'] else 'wrong'}; "
+                        f"ETA {eta / 60:.1f} min",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            runs[name] = [journal.done[q.id] for q in questions]
+    finally:
+        if cache is not None:
+            cache.close()
+    return {
+        "commit": git_commit(),
+        "variants": dict(variants),
+        "questions": len(questions),
+        "retriever": base.retriever,
+        "rows": [row for name, records in runs.items() for row in score(name, records)],
+        "runs": runs,
+    }
+
+
+def score(name: str, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of one variant: all questions, then each (kind, hops) group."""
+    groups: dict[str, list[dict[str, Any]]] = {"all": list(records)}
+    for record in records:
+        groups.setdefault(f"{record['kind']}-{record['hops']}", []).append(record)
+    rows = []
+    for group, members in groups.items():
+        n = len(members)
+        rows.append(
+            {
+                "variant": name,
+                "group": group,
+                "n": n,
+                "em": sum(bool(r["em"]) for r in members) / n,
+                "f1": statistics.fmean(r["f1"] for r in members),
+                "chain_found": sum(bool(r["chain_found"]) for r in members) / n,
+                "abstain_rate": sum(bool(r["abstained"]) for r in members) / n,
+                "llm_calls": statistics.fmean(r["llm_calls"] for r in members),
+                "tokens": statistics.fmean(r["tokens"] for r in members),
+                "latency_s": statistics.fmean(r["latency_s"] for r in members),
+            }
+        )
+    return rows
+
+
+def markdown(result: dict[str, Any]) -> str:
+    columns = ["variant", "group", "n", "em", "f1", "chain_found", "abstain_rate", "llm_calls"]
+    lines = [
+        f"# Demo world ({result['questions']} questions, retriever {result['retriever']}, "
+        f"commit {result['commit']})",
+        "",
+        "chain_found: every gold passage of the question was retrieved during the run.",
+        "",
+        "| " + " | ".join(columns) + " | tokens | s/question |",
+        "|" + "---|" * (len(columns) + 2),
+    ]
+    for row in result["rows"]:
+        cells = [fmt(row[column]) for column in columns]
+        lines.append(
+            "| " + " | ".join([*cells, f"{row['tokens']:.0f}", f"{row['latency_s']:.1f}"]) + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    result = run(args)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(args.out_dir / f"{args.name}.json", result)
+    text = markdown(result)
+    (args.out_dir / f"{args.name}.md").write_text(text, encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
