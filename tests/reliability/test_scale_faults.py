@@ -467,6 +467,7 @@ def test_model_server_killed_mid_generation(
     one clear error instead of hanging."""
     from dynakrag.errors import ModelUnavailableError
     from dynakrag.llm import embedded
+    from dynakrag.llm.shared_server import SharedServer
 
     script = tmp_path / "holding_server.py"
     script.write_text(HOLDING_SERVER, encoding="utf-8")
@@ -478,9 +479,7 @@ def test_model_server_killed_mid_generation(
     servers: list[Any] = []
 
     def new_server(cache_dir: Any, **_: Any) -> Any:
-        servers.append(
-            embedded.SharedServer(tmp_path, identity="fake", command_factory=factory, idle_s=0.5)
-        )
+        servers.append(SharedServer(tmp_path, identity="fake", command_factory=factory, idle_s=0.5))
         return servers[-1]
 
     monkeypatch.setattr(embedded, "_singleton", None)
