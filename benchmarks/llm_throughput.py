@@ -91,7 +91,7 @@ def _model_path(config: dict[str, Any]) -> str:
     if config["model"]:
         return str(config["model"])
     from dynakrag.configuration import default_cache_dir
-    from dynakrag.llm.embedded import assemble_model
+    from dynakrag.llm.model_assembly import assemble_model
 
     return str(assemble_model(default_cache_dir(), progress=False))
 
@@ -166,7 +166,7 @@ def _server_settings(config: dict[str, Any]) -> Any:
 
 def server_run(config: dict[str, Any], prompt_tokens: int, gen_tokens: int, reps: int) -> dict:
     """Prompt and generation through a private embedded server with ``config``'s settings."""
-    from dynakrag.llm.embedded import EmbeddedServer
+    from dynakrag.llm.server_process import EmbeddedServer
 
     with tempfile.TemporaryDirectory() as cache:
         model = Path(_model_path(config))

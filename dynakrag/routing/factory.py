@@ -122,7 +122,7 @@ def open_index(location: str | Path, embeddings: Embeddings) -> Searcher:
     Either has ``passages`` (corpus order) for building BM25 over the same passages; pass it
     to :func:`build_searcher` as ``dense``.
     """
-    from dynakrag.postgres import is_postgres_url
+    from dynakrag.postgres.connections import is_postgres_url
 
     if is_postgres_url(location):
         from dynakrag.retrieval.pgvector import PgVectorIndex

@@ -2,7 +2,7 @@
 labelled training records computed from them, in one SQLite file or one PostgreSQL database.
 
 A log *target* is a SQLite file path or a ``postgresql://user@host:port/db`` URL
-(:func:`dynakrag.postgres.is_postgres_url`); every function here accepts either.
+(:func:`dynakrag.postgres.connections.is_postgres_url`); every function here accepts either.
 
 Logging: pass ``open_trajectory_log(target)`` as the ``checkpointer`` of ``build_graph`` and
 give every run its own thread; :func:`run_config` makes that config (a fresh run id unless one
@@ -85,7 +85,7 @@ from dynakrag.graph.runlog import (
     run_tags,
     trajectory_log,
 )
-from dynakrag.postgres import connect, is_postgres_url, retrying
+from dynakrag.postgres.connections import connect, is_postgres_url, retrying
 from dynakrag.state import ACTIONS
 
 __all__ = [

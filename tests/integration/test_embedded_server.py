@@ -11,11 +11,9 @@ import pytest
 
 from dynakrag.configuration import default_cache_dir
 from dynakrag.llm import embedded
-from dynakrag.llm.embedded import (
-    EmbeddedServer,
-    assemble_model,
-    embedded_chat_model,
-)
+from dynakrag.llm.embedded import embedded_chat_model
+from dynakrag.llm.model_assembly import assemble_model
+from dynakrag.llm.server_process import EmbeddedServer
 from tests.markers import NEEDS_EMBEDDED_MODEL
 
 pytestmark = NEEDS_EMBEDDED_MODEL

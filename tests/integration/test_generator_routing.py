@@ -14,7 +14,8 @@ from langchain_openai import ChatOpenAI
 
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import LLMClient
-from dynakrag.llm.embedded import MODEL_ALIAS, EmbeddedServer
+from dynakrag.llm.server_command import MODEL_ALIAS
+from dynakrag.llm.server_process import EmbeddedServer
 from dynakrag.llm.server_settings import ServerSettings
 from dynakrag.routing.generator import (
     EMBEDDED_BOS_TEXT,

@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 from dynakrag import prompts
-from dynakrag.data.demo_corpus import DemoQuestion, generate_demo_corpus
+from dynakrag.data.demo_corpus import generate_demo_corpus
+from dynakrag.data.demo_questions import DemoQuestion
 from dynakrag.state import ACTIONS
 from tests.fakes import chat_completion_body, demo_responder
 

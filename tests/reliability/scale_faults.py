@@ -28,7 +28,7 @@ from typing import Any
 
 from dynakrag import cli
 from dynakrag.files import canonical_json_line, read_jsonl
-from dynakrag.postgres import connect
+from dynakrag.postgres.connections import connect
 from dynakrag.training.collect import demo_examples
 from tests.reliability.support import free_port
 

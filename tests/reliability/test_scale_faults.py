@@ -1,8 +1,8 @@
 """Faults at scale: the database, a worker, the model server or the disk fails mid-run, and
 nothing is lost or written twice.
 
-A real PostgreSQL (the project's :class:`~dynakrag.postgres.LocalPostgres`, a server of this
-module's own: the tests restart it) takes the checkpoints of ``dynakrag ask --log`` and the
+A real PostgreSQL (the project's :class:`~dynakrag.postgres.local_server.LocalPostgres`, a server
+of this module's own: the tests restart it) takes the checkpoints of ``dynakrag ask --log`` and the
 records of ``dynakrag collect --log``; the model is a fake OpenAI-compatible server on
 loopback, or, for the embedded server, the stdlib stand-in of the supervisor tests; the Dask
 clusters are real (a scheduler and two workers, processes of their own that the tests kill).
@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 from dynakrag import cli
-from dynakrag.postgres import LocalPostgres, connect, embedded_postgres_available
+from dynakrag.postgres.connections import connect
+from dynakrag.postgres.local_server import LocalPostgres, embedded_postgres_available
 from dynakrag.training.trajectories import read_log_records, write_log_records
 from tests.fakes import demo_responder
 from tests.reliability.scale_faults import (
@@ -280,7 +281,7 @@ def test_no_server_side_prepared_statements(database, fault_row: Report) -> None
     from dynakrag.data.demo_corpus import generate_demo_corpus
     from dynakrag.graph.builder import build_graph
     from dynakrag.graph.runlog import run_config
-    from dynakrag.postgres import postgres_saver
+    from dynakrag.postgres.checkpoints import postgres_saver
     from tests.fakes import KeywordSearcher, demo_chat_model
 
     _, url = database
@@ -467,6 +468,7 @@ def test_model_server_killed_mid_generation(
     one clear error instead of hanging."""
     from dynakrag.errors import ModelUnavailableError
     from dynakrag.llm import embedded
+    from dynakrag.llm.shared_server import SharedServer
 
     script = tmp_path / "holding_server.py"
     script.write_text(HOLDING_SERVER, encoding="utf-8")
@@ -478,9 +480,7 @@ def test_model_server_killed_mid_generation(
     servers: list[Any] = []
 
     def new_server(cache_dir: Any, **_: Any) -> Any:
-        servers.append(
-            embedded.SharedServer(tmp_path, identity="fake", command_factory=factory, idle_s=0.5)
-        )
+        servers.append(SharedServer(tmp_path, identity="fake", command_factory=factory, idle_s=0.5))
         return servers[-1]
 
     monkeypatch.setattr(embedded, "_singleton", None)
@@ -623,7 +623,7 @@ def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) ->
 OWNER = textwrap.dedent(
     """
     import sys, time
-    from dynakrag.postgres import LocalPostgres
+    from dynakrag.postgres.local_server import LocalPostgres
     server = LocalPostgres(settings={"fsync": "off"})
     server.start()
     print(server.server_pid, flush=True)

@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 from dynakrag.data.demo_corpus import (
-    DEMO_QUESTION_ID,
     DemoCorpus,
-    DemoQuestion,
     demo_question,
     generate_demo_corpus,
     write_demo_corpus,
 )
+from dynakrag.data.demo_questions import DEMO_QUESTION_ID, DemoQuestion
 from dynakrag.errors import UserInputError
 
 SEEDS = (0, 1, 7, 42, 1234)

@@ -18,15 +18,11 @@ from pathlib import Path
 import pytest
 
 from dynakrag.errors import ModelUnavailableError
-from dynakrag.llm import embedded
-from dynakrag.llm.embedded import (
-    EmbeddedServer,
-    assemble_model,
-    embedded_available,
-    find_free_port,
-    llama_server_command,
-    model_path,
-)
+from dynakrag.llm import embedded, embedded_models, server_command, server_process
+from dynakrag.llm.embedded import embedded_available
+from dynakrag.llm.model_assembly import assemble_model, model_path
+from dynakrag.llm.server_command import llama_server_command
+from dynakrag.llm.server_process import EmbeddedServer, find_free_port
 from tests.fakes import FAKE_MODEL_SERVER
 
 # --------------------------------------------------------------------------------------------
@@ -121,9 +117,9 @@ def test_size_mismatch_raises_before_writing(tmp_path: Path) -> None:
 def test_missing_part_packages_name_the_install_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    default = embedded.EMBEDDED_MODELS[embedded.DEFAULT_EMBEDDED_MODEL]
+    default = embedded_models.EMBEDDED_MODELS[embedded_models.DEFAULT_EMBEDDED_MODEL]
     missing = dataclasses.replace(default, part_package_template="dynakrag_no_such_part_{}")
-    monkeypatch.setitem(embedded.EMBEDDED_MODELS, default.name, missing)
+    monkeypatch.setitem(embedded_models.EMBEDDED_MODELS, default.name, missing)
     with pytest.raises(ModelUnavailableError, match=r"dynakrag\[embedded\]"):
         assemble_model(tmp_path / "cache", progress=False)
     assert embedded_available() is False
@@ -351,7 +347,7 @@ def test_taken_port_is_retried_elsewhere(
     tmp_path: Path, fake_factory, servers, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The first attempt gets a port another process holds, as if it was grabbed after the check.
-    monkeypatch.setattr(embedded, "_port_is_free", lambda host, port: True)
+    monkeypatch.setattr(server_process, "port_is_free", lambda host, port: True)
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))
         blocker.listen()
@@ -453,7 +449,7 @@ def test_the_server_wrapper_bounds_the_prompt_cache_by_every_array_a_state_keeps
     # Each state carries a logits copy its KV size leaves out; the wrapper counts it, so a
     # cache of 1000 bytes keeps one state of 810 bytes, not both (the library counts 20).
     pytest.importorskip("llama_cpp.llama_cache")
-    preamble = embedded._WATCHDOG.split("def _watch")[0]
+    preamble = server_command._WATCHDOG.split("def _watch")[0]
     check = textwrap.dedent(
         """
         import numpy as np

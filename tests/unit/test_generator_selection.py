@@ -13,16 +13,11 @@ import pytest
 
 from dynakrag.configuration import BUILD_TIME_FIELDS, Configuration
 from dynakrag.errors import ConfigurationError, ModelUnavailableError
-from dynakrag.llm import embedded, factory
-from dynakrag.llm.embedded import (
-    DEFAULT_EMBEDDED_MODEL,
-    EMBEDDED_MODELS,
-    SharedServer,
-    assemble_model,
-    embedded_available,
-    embedded_model,
-    model_path,
-)
+from dynakrag.llm import embedded, embedded_models, factory
+from dynakrag.llm.embedded import embedded_available
+from dynakrag.llm.embedded_models import DEFAULT_EMBEDDED_MODEL, EMBEDDED_MODELS, embedded_model
+from dynakrag.llm.model_assembly import assemble_model, model_path
+from dynakrag.llm.shared_server import SharedServer
 
 SMALL = "qwen2.5-coder-0.5b"
 
@@ -48,7 +43,7 @@ def test_the_setting_selects_a_known_model_and_is_fixed_at_build_time() -> None:
 def test_each_model_has_its_own_file_identity_and_description(tmp_path: Path) -> None:
     big, small = Configuration(), Configuration(embedded_model=SMALL)
     assert model_path(tmp_path, SMALL) != model_path(tmp_path)
-    assert model_path(tmp_path).name == embedded.MODEL_FILENAME
+    assert model_path(tmp_path).name == embedded_models.MODEL_FILENAME
     assert factory.config_identity(big) != factory.config_identity(small)
     assert EMBEDDED_MODELS[SMALL].sha256 in factory.config_identity(small)
     assert "0.5B" in factory.describe_backend(small)

@@ -15,7 +15,8 @@ import dynakrag
 from dynakrag import ConfigurationError, UserInputError, build_graph
 from dynakrag.configuration import BUILD_TIME_FIELDS, Configuration
 from dynakrag.data.demo import demo_passages
-from dynakrag.data.demo_corpus import DemoCorpus, DemoQuestion, generate_demo_corpus
+from dynakrag.data.demo_corpus import DemoCorpus, generate_demo_corpus
+from dynakrag.data.demo_questions import DemoQuestion
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.policy.heuristic import HeuristicPolicy

@@ -13,14 +13,9 @@ from dynakrag import build_graph
 from dynakrag.data.demo import demo_passages
 from dynakrag.data.demo_corpus import generate_demo_corpus
 from dynakrag.errors import DatabaseUnavailableError, UserInputError
-from dynakrag.postgres import (
-    LocalPostgres,
-    connect,
-    connection_pool,
-    is_postgres_url,
-    postgres_saver,
-    redact,
-)
+from dynakrag.postgres.checkpoints import postgres_saver
+from dynakrag.postgres.connections import connect, connection_pool, is_postgres_url, redact
+from dynakrag.postgres.local_server import LocalPostgres
 from tests.fakes import KeywordSearcher, demo_chat_model
 
 
@@ -170,7 +165,7 @@ def test_server_starts_when_the_wheel_sits_under_a_private_folder(
 ) -> None:
     """A virtual environment under /root (0700): ``nobody`` cannot reach the wheel's binaries,
     so a copy in the temporary folder runs instead."""
-    monkeypatch.setattr("dynakrag.postgres._reachable_by_others", lambda path: False)
+    monkeypatch.setattr("dynakrag.postgres.local_server._reachable_by_others", lambda path: False)
     with LocalPostgres() as server:
         conn = connect(server.url)
         try:

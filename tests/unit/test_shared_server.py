@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dynakrag.llm.embedded import SharedServer
+from dynakrag.llm.shared_server import SharedServer
 from tests.fakes import FAKE_MODEL_SERVER
 
 
@@ -119,7 +119,7 @@ def test_a_killed_user_leaves_no_orphan_server(tmp_path: Path, fake_command) -> 
         textwrap.dedent(
             f"""
             import sys, time
-            from dynakrag.llm.embedded import SharedServer
+            from dynakrag.llm.shared_server import SharedServer
             argv = {fake_command(0)!r}
             factory = lambda port: [*argv[:2], str(port), *argv[3:]]
             server = SharedServer(sys.argv[1], identity="fake", command_factory=factory, idle_s=0.5)
@@ -180,10 +180,11 @@ ASK_PROCESS = textwrap.dedent(
     import sys
     from dynakrag.cli.main import main
     from dynakrag.llm import embedded
+    from dynakrag.llm.shared_server import SharedServer
 
     cache, script, launches, requests = sys.argv[1:5]
     factory = lambda port: [sys.executable, script, str(port), "0", launches, requests]
-    embedded._new_server = lambda cache_dir, **_: embedded.SharedServer(
+    embedded._new_server = lambda cache_dir, **_: SharedServer(
         cache, identity="fake", command_factory=factory, idle_s=1.0
     )
     sys.exit(main(["ask", "Who founded the company that makes the Astrora Headset?",
@@ -241,8 +242,9 @@ def test_two_ask_processes_started_together_use_one_server(tmp_path: Path) -> No
 
 def test_the_shared_server_is_the_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from dynakrag.llm import embedded
+    from dynakrag.llm.server_process import EmbeddedServer
 
     monkeypatch.delenv("DYNAKRAG_SHARED_SERVER", raising=False)
     assert isinstance(embedded._new_server(tmp_path), SharedServer)
     monkeypatch.setenv("DYNAKRAG_SHARED_SERVER", "0")
-    assert isinstance(embedded._new_server(tmp_path), embedded.EmbeddedServer)
+    assert isinstance(embedded._new_server(tmp_path), EmbeddedServer)
