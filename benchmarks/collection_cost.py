@@ -48,9 +48,10 @@ from dynakrag.errors import UserInputError
 from dynakrag.eval.runner import git_commit
 from dynakrag.llm.factory import describe_backend, llm_client_from_config
 from dynakrag.state import ACTIONS
-from dynakrag.training.collect import collect, collection_searcher_factory
+from dynakrag.training.collect import collect
 from dynakrag.training.collection_report import CollectionReport
 from dynakrag.training.fit import fit_policy
+from dynakrag.training.searchers import collection_searcher_factory
 
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent

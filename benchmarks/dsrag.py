@@ -83,7 +83,6 @@ from dynakrag.dsrag.epqd import (  # noqa: E402
     rule_decompose,
     rule_sub_questions,
 )
-from dynakrag.dsrag.extraction import rule_analysis  # noqa: E402
 from dynakrag.dsrag.question_graph import (  # noqa: E402
     Extraction,
     Extractor,
@@ -93,6 +92,7 @@ from dynakrag.dsrag.question_graph import (  # noqa: E402
     find_entities,
     name_spans,
 )
+from dynakrag.dsrag.rule_extraction import rule_analysis  # noqa: E402
 from dynakrag.errors import DynakragError, UserInputError  # noqa: E402
 from dynakrag.eval.metrics import entity_addition_rate, entity_omission_rate  # noqa: E402
 from dynakrag.eval.report import compare_table  # noqa: E402

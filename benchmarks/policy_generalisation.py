@@ -42,9 +42,9 @@ from dynakrag.eval.runner import git_commit
 from dynakrag.files import json_safe, write_json, write_text_atomic
 from dynakrag.policy.features import FEATURE_SCHEMA_VERSION
 from dynakrag.policy.heuristic import HeuristicPolicy
-from dynakrag.training.collect import read_records
 from dynakrag.training.fit import fit_policy, prediction_errors, training_set
 from dynakrag.training.offline import replay_on_records
+from dynakrag.training.records import read_records
 
 _REPO = Path(__file__).resolve().parent.parent
 DEFAULT_RECORDS = _REPO / "dynakrag" / "policy" / "models" / "default_policy.records.jsonl.gz"

@@ -51,13 +51,10 @@ from dynakrag.llm.client import LLMClient
 from dynakrag.llm.factory import chat_model_from_config, describe_backend
 from dynakrag.retrieval.embeddings import default_embeddings
 from dynakrag.retrieval.lexical import BM25Index
-from dynakrag.routing.generator import (
-    GeneratorRouter,
-    PromptLogprobScorer,
-    default_generator_tiers,
-    fit_perplexity_thresholds,
-    retrieved_contexts,
-)
+from dynakrag.routing.generator import GeneratorRouter, retrieved_contexts
+from dynakrag.routing.generator_tiers import default_generator_tiers
+from dynakrag.routing.perplexity import fit_perplexity_thresholds
+from dynakrag.routing.prompt_logprobs import PromptLogprobScorer
 from dynakrag.routing.retriever import (
     LEVELS,
     TIER_NAMES,

@@ -154,7 +154,8 @@ def tiny_selector_file(directory: Path, dim: int, mlp_hidden: int = 16) -> Path:
     scores as the cosine of a criterion's anchor text and a passage)."""
     import torch
 
-    from dynakrag.dsrag.selector import GraphSelectionModel, GraphSelector
+    from dynakrag.dsrag.selector import GraphSelector
+    from dynakrag.dsrag.selector_model import GraphSelectionModel
 
     selector = GraphSelector(HashedWords(dim), heads=2, mlp_hidden=mlp_hidden, dropout=0.0)
     torch.manual_seed(0)

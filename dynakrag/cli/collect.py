@@ -51,7 +51,7 @@ from dynakrag.data.datasets import DATASETS, QAExample, load_examples, open_corp
 from dynakrag.errors import UserInputError
 from dynakrag.retrieval.passage import Passage
 from dynakrag.routing.factory import RETRIEVERS
-from dynakrag.training.collect import LABELS
+from dynakrag.training.labelling import LABELS
 
 
 def add_parser(subparsers: Any) -> None:
@@ -131,9 +131,10 @@ def add_parser(subparsers: Any) -> None:
 
 def run_collect(args: argparse.Namespace) -> int:
     """Roll out on the training questions and write the labelled records."""
-    from dynakrag.training.collect import collect, collection_searcher_factory
+    from dynakrag.training.collect import collect
     from dynakrag.training.collection_report import CollectionReport
     from dynakrag.training.records import resume_collection
+    from dynakrag.training.searchers import collection_searcher_factory
 
     if args.split != "train":
         raise UserInputError(

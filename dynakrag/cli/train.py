@@ -145,7 +145,7 @@ def _check_options(args: argparse.Namespace) -> None:
 
 def _gather(args: argparse.Namespace, cfg: Configuration) -> tuple[list[dict], Any, Any]:
     """(records, how the log was labelled or None, the model client when branching)."""
-    from dynakrag.training.collect import read_records
+    from dynakrag.training.records import read_records
 
     records: list[dict] = read_records(args.trajectories) if args.trajectories else []
     if args.log is None:

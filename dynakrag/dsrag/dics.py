@@ -30,7 +30,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from dynakrag.dsrag.selector import assign_chunks, check_graph
+from dynakrag.dsrag.selector import assign_chunks
+from dynakrag.dsrag.selector_graphs import check_graph
 from dynakrag.dsrag.types import Criterion, CriterionGraph
 
 __all__ = ["DEFAULT_FALLBACK_K", "ChunkScorer", "DicsChoice", "DicsResult", "dics_select"]

@@ -27,21 +27,23 @@ How an analysis was obtained (``QuestionAnalysis.method``):
 ``repaired``
     the reply was usable but partial: targets whose entity is not in the question (or the
     given sub-questions) were dropped, names describing an entity that are not in the text
-    were dropped, a question ordering people by age asks each one's birth date, a sub-question
-    that does not name its entity (or names another target's) is rewritten from the entity and
-    the fact, in a comparison of listed entities an item made of a description's name is
-    dropped, and names the reply left out were added (``Target.source == "rules"``):
-    a name that follows an entity of the reply in one list ("A, B and C"); the branches of the
-    rule graph's core (a templated ranking's or comparison's list items) when that core is an
-    attribute the question asks about (outside the templates the rules' core is often a name
-    of a description); with given sub-questions, the anchor of each sub-question's own
-    criterion. Every change is a line of ``notes``.
+    were dropped (this module), and the rules repaired the rest
+    (:func:`~dynakrag.dsrag.rule_extraction.repaired_targets`): a question ordering people by
+    age asks each one's birth date, a sub-question that does not name its entity (or names
+    another target's) is rewritten from the entity and the fact, in a comparison of listed
+    entities an item made of a description's name is dropped, and names the reply left out
+    were added (``Target.source == "rules"``): a name that follows an entity of the reply in
+    one list ("A, B and C"); the branches of the rule graph's core (a templated ranking's or
+    comparison's list items) when that core is an attribute the question asks about (outside
+    the templates the rules' core is often a name of a description); with given
+    sub-questions, the anchor of each sub-question's own criterion. Every change is a line of
+    ``notes``.
 ``fallback``
     no usable reply (the request failed, the reply was not the asked JSON, or no target of it
     survived): the whole rule path.
 ``rules``
-    the rule path was chosen (``dsrag_extraction="rules"``, no model, or ``auto`` without a
-    usable model).
+    the rule path (:mod:`~dynakrag.dsrag.rule_extraction`) was chosen
+    (``dsrag_extraction="rules"``, no model, or ``auto`` without a usable model).
 
 ``dsrag_extraction`` (:func:`uses_model`): ``llm`` always asks the model (rules repair its
 replies); ``rules`` never does; ``auto`` asks it when a model is configured and its replies come
@@ -62,55 +64,51 @@ makes, for the controller's cost ``c(s, a)``.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from dynakrag import prompts
 from dynakrag.configuration import Configuration, DsragExtractionName
 from dynakrag.decomposition import REFERENCE
+from dynakrag.dsrag.analysis import (
+    AnalysisMethod,
+    QuestionAnalysis,
+    Target,
+    fact_question,
+    unique_targets,
+)
 from dynakrag.dsrag.criteria import (
     CriteriaResult,
     criteria_for_graph,
-    criteria_for_question,
     per_sub_question_criteria,
 )
-from dynakrag.dsrag.epqd import rule_decompose
 from dynakrag.dsrag.question_graph import (
-    ATTRIBUTE_PHRASES,
     Extraction,
     GraphExtraction,
-    RuleGraphExtractor,
     merge_extractions,
-    name_spans,
     normalize_entity,
     question_word_span,
 )
+from dynakrag.dsrag.rule_extraction import repaired_targets, rule_analysis
 from dynakrag.dsrag.types import QEdge, QNode
-from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
+from dynakrag.llm.client import NO_USAGE, LLMClient
 
 __all__ = [
     "AUTO_GIVE_UP_AFTER",
     "FALLBACK_PER_TARGET",
-    "QuestionAnalysis",
-    "Target",
     "analyse_question",
     "compatible_sub_questions",
     "compression_model_calls",
     "graph_of_targets",
     "model_analysis",
-    "rule_analysis",
-    "rule_targets",
     "uses_model",
 ]
 
 logger = logging.getLogger(__name__)
-
-AnalysisMethod = Literal["llm", "repaired", "rules", "fallback"]
 
 AUTO_GIVE_UP_AFTER = 3
 """``auto`` takes the rules once a client's first this-many analysis replies were unusable."""
@@ -120,67 +118,6 @@ AUTO_GIVEN = "auto: the controller's own sub-questions are read by the rules (no
 FALLBACK_PER_TARGET = "the core's branches are not the entities asked about: one per entity"
 DEFAULT_QUESTION_WORD = "What"
 """The question-word node of a target whose sub-question opens with none."""
-BIRTH_DATE = ("birth date", "When was {entity} born?")
-"""The fact, and its sub-question, that texts state about a person's age."""
-AGE_FACTS = frozenset({"age", "ages", "how old", "birth order", "birth year"})
-"""Facts of a target that are read from the birth date."""
-AGE_ORDER = re.compile(
-    r"\b(?:young|old|eld)(?:er|est)\b"
-    r"|\bborn\s+(?:(?:the\s+)?(?:first|second|third|fourth|fifth|last)|earlier|later|earliest"
-    r"|latest|before|after)\b"
-    r"|\b(?:earliest|latest|earlier|later)\s+(?:birth|born)",
-    re.I,
-)
-"""A question that orders people by age ("the youngest", "born second", "the earliest birth
-date"): what it needs of each person is the birth date, whatever a reply asks instead."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """One entity a question asks about: what is asked of it, the names describing it, and
-    the sub-question that asks it."""
-
-    entity: str
-    asks: str
-    question: str
-    details: tuple[str, ...] = ()
-    source: Literal["model", "rules"] = "model"
-
-    def record(self) -> dict[str, Any]:
-        """JSON-safe form for traces and benchmark records."""
-        return {
-            "entity": self.entity,
-            "asks": self.asks,
-            "question": self.question,
-            "details": list(self.details),
-            "source": self.source,
-        }
-
-
-@dataclass(frozen=True)
-class QuestionAnalysis:
-    """Sub-questions, targets and selection criteria of one question, and how they were made."""
-
-    question: str
-    sub_questions: tuple[str, ...]
-    criteria: CriteriaResult
-    method: AnalysisMethod
-    targets: tuple[Target, ...] = ()
-    usage: Usage = NO_USAGE
-    notes: tuple[str, ...] = ()
-    given: tuple[str, ...] = field(default=())
-    """The sub-questions the caller gave (empty: the analysis wrote its own)."""
-    reused: bool = False
-    """True when a memoised analysis answered without a model call."""
-
-    def record(self) -> dict[str, Any]:
-        """JSON-safe summary for traces and benchmark records."""
-        return {
-            "method": self.method,
-            "targets": [target.record() for target in self.targets],
-            "notes": list(self.notes),
-            "reused": self.reused,
-        }
 
 
 # ------------------------------------------------------------------------------ the setting
@@ -259,62 +196,6 @@ def compatible_sub_questions(sub_questions: Sequence[Mapping[str, Any]]) -> list
     return out
 
 
-# ------------------------------------------------------------------------------ rule path
-
-
-def rule_targets(criteria: CriteriaResult, *, list_items_only: bool = True) -> list[Target]:
-    """The targets the rule path found: the anchors of the core's branches (a ranking's or
-    comparison's list items), asking the core's text; with ``list_items_only=False`` and no
-    core, each sub-question's anchor, asking nothing known (``asks=""``). Anchors that are
-    question words or whole sentences are skipped."""
-    branched = criteria.fallback is None and criteria.core is not None
-    if not branched and list_items_only:
-        return []
-    core_text = ""
-    if branched:
-        core = criteria.graph.node(criteria.core)  # type: ignore[arg-type]
-        core_text = "" if core.is_question_word else core.text
-    targets: list[Target] = []
-    for criterion in criteria.criteria:
-        by_key = {node.key: node for node in criterion.nodes}
-        anchor = by_key.get(criterion.anchor)
-        if anchor is None or anchor.is_question_word or anchor.text in criteria.sub_questions:
-            continue
-        others = [
-            n.text
-            for n in criterion.nodes
-            if n.key not in (criterion.core, criterion.anchor) and not n.is_question_word
-        ]
-        details = tuple(dict.fromkeys(t for t in others if t not in (core_text, anchor.text)))
-        question = next(
-            (q for q in criteria.sub_questions if anchor.text.casefold() in q.casefold()),
-            f"What is the {core_text or 'fact asked'} of {anchor.text}?",
-        )
-        targets.append(Target(anchor.text, core_text, question, details, source="rules"))
-    return _unique(targets)
-
-
-def rule_analysis(
-    question: str,
-    sub_questions: Sequence[str] | None = None,
-    *,
-    hops: int | None = None,
-    method: AnalysisMethod = "rules",
-    usage: Usage = NO_USAGE,
-    notes: Sequence[str] = (),
-) -> QuestionAnalysis:
-    """The rule path: EPQD's rule decomposition (unless sub-questions are given), the rule
-    graph extractor and Algorithms 1-2; no model call."""
-    text = str(question or "").strip()
-    given = tuple(sub_questions or ())
-    subs = given or rule_decompose(text).sub_questions
-    criteria = criteria_for_question(text, subs, RuleGraphExtractor(), hops)
-    targets = rule_targets(criteria, list_items_only=False)
-    return QuestionAnalysis(
-        text, criteria.sub_questions, criteria, method, tuple(targets), usage, tuple(notes), given
-    )
-
-
 # ------------------------------------------------------------------------------ targets -> graph
 
 
@@ -362,11 +243,6 @@ def _criteria_of_targets(
 # ------------------------------------------------------------------------------ model path
 
 
-def _fact_question(entity: str, asks: str) -> str:
-    """The sub-question written for a target whose reply gave none (or an unusable one)."""
-    return f"What is the {asks} of {entity}?"
-
-
 def _clean(value: Any) -> str:
     return " ".join(str(value).split()).strip(' "“”,;:') if isinstance(value, str) else ""
 
@@ -375,23 +251,6 @@ def _mentioned(name: str, source: str) -> bool:
     """Whether ``name`` is written in ``source`` (case, spacing, quotes and ``'s`` ignored)."""
     key = normalize_entity(name)
     return bool(key) and key in " ".join(source.split()).casefold()
-
-
-def _covers(target: Target, name: str) -> bool:
-    key = normalize_entity(name)
-    names = [normalize_entity(n) for n in (target.entity, *target.details)]
-    return any(key and n and (key in n or n in key) for n in names)
-
-
-def _unique(targets: Sequence[Target]) -> list[Target]:
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for target in targets:
-        key = (normalize_entity(target.entity), normalize_entity(target.asks))
-        if key not in seen:
-            seen.add(key)
-            out.append(target)
-    return out
 
 
 def _targets_of_reply(reply: dict[str, Any] | None, source: str) -> tuple[list[Target], list[str]]:
@@ -427,154 +286,15 @@ def _targets_of_reply(reply: dict[str, Any] | None, source: str) -> tuple[list[T
         if not asks:
             asks = common or "facts"
             notes.append(f"{entity!r}: no fact asked; took {asks!r}")
-        question = question or _fact_question(entity, asks)
+        question = question or fact_question(entity, asks)
         details = tuple(
             d for d in dict.fromkeys(details) if normalize_entity(d) != normalize_entity(asks)
         )
         targets.append(Target(entity, asks, question, details))
-    unique = _unique(targets)
+    unique = unique_targets(targets)
     if len(unique) < len(targets):
         notes.append(f"{len(targets) - len(unique)} repeated items dropped")
     return unique, notes
-
-
-_LIST_SEPARATOR = re.compile(r"\s*(?:,\s*(?:and|or)?|;|and|or|&|as well as|nor)\s*", re.I)
-
-
-def _aligned(question: str, targets: list[Target], notes: list[str]) -> list[Target]:
-    """Targets asking what the question needs of them: the birth date of each person in a
-    question that orders people by age (:data:`AGE_ORDER`, when the reply asks the age or
-    birth date of one of them), or where a reply asks an age (:data:`AGE_FACTS`); and a
-    sub-question that names its own entity and no other target's (a small model sometimes
-    copies the whole question, or leaves the name out)."""
-    # The cue alone is not enough: a description may say "the eldest of three siblings". It
-    # counts when the reply itself asks some person's age or birth date.
-    ages = {BIRTH_DATE[0], *AGE_FACTS}
-    asks_age = any(normalize_entity(t.asks) in ages for t in targets)
-    by_age = len(targets) > 1 and asks_age and AGE_ORDER.search(question) is not None
-    names = [normalize_entity(t.entity) for t in targets]
-    out = []
-    for target, name in zip(targets, names, strict=True):
-        asks, sub_question = target.asks, target.question
-        if (by_age or normalize_entity(asks) in AGE_FACTS) and asks != BIRTH_DATE[0]:
-            notes.append(f"{target.entity!r}: asked for the birth date, not {asks!r}")
-            asks, sub_question = BIRTH_DATE[0], BIRTH_DATE[1].format(entity=target.entity)
-        text = normalize_entity(sub_question)
-        others = [other for other in names if other != name and other and other in text]
-        if name not in text or others:
-            notes.append(f"{target.entity!r}: sub-question {sub_question!r} rewritten")
-            birth = asks == BIRTH_DATE[0]
-            sub_question = (
-                BIRTH_DATE[1].format(entity=target.entity)
-                if birth
-                else _fact_question(target.entity, asks)
-            )
-        out.append(replace(target, asks=asks, question=sub_question))
-    return _unique(out)
-
-
-def _in_one_list(question: str, entities: Sequence[str]) -> set[str]:
-    """``entities`` and every name of ``question`` joined to one of them, directly or through
-    such names, by list separators only ("A, B and C")."""
-    spans = name_spans(question)
-    keys = [normalize_entity(span.text) for span in spans]
-    listed = {normalize_entity(e) for e in entities}
-    joined = [
-        _LIST_SEPARATOR.fullmatch(question[spans[i - 1].end : spans[i].start]) is not None
-        for i in range(1, len(spans))
-    ]
-    grown = True
-    while grown:
-        grown = False
-        for i, linked in enumerate(joined, start=1):
-            pair = {keys[i - 1], keys[i]}
-            if linked and len(pair & listed) == 1:
-                listed |= pair
-                grown = True
-    return listed
-
-
-def _description_items_dropped(
-    question: str, targets: list[Target], notes: list[str]
-) -> list[Target]:
-    """Targets a reply made of names from a description (the prompt says such names are
-    details): when most targets ask one fact, a question comparing or ranking the entities
-    listed in it, a target asking another fact whose name is not in that list is dropped."""
-    if len(targets) < 3:
-        return targets
-    asks, count = Counter(normalize_entity(t.asks) for t in targets).most_common(1)[0]
-    if count <= len(targets) - count:
-        return targets
-    compared = [t.entity for t in targets if normalize_entity(t.asks) == asks]
-    listed = _in_one_list(question, compared)
-    kept = []
-    for target in targets:
-        outside = normalize_entity(target.entity) not in listed
-        if normalize_entity(target.asks) != asks and outside:
-            notes.append(f"{target.entity!r} is not among the entities compared: dropped")
-            continue
-        kept.append(target)
-    return kept
-
-
-def _list_neighbours(question: str, targets: Sequence[Target]) -> list[str]:
-    """Names of ``question`` that follow an entity of the reply in one list ("A, B and C",
-    "A or B"): only list separators stand between them and that entity (or such a name).
-    Names before it and names after its describing words are left alone: they may be places
-    of a description ("born in Wapakoneta, Ohio")."""
-    spans = name_spans(question)
-    entities = [normalize_entity(t.entity) for t in targets]
-    listed = [normalize_entity(span.text) in entities for span in spans]
-    found: list[str] = []
-    for i in range(1, len(spans)):
-        between = question[spans[i - 1].end : spans[i].start]
-        if listed[i - 1] and not listed[i] and _LIST_SEPARATOR.fullmatch(between):
-            listed[i] = True
-            found.append(spans[i].text)
-    return found
-
-
-def _asks_attribute(criteria: CriteriaResult, asks: str) -> bool:
-    """Whether the rule graph's core is an attribute: a known attribute phrase ("born date",
-    "nationality") or the fact the reply asks."""
-    if criteria.fallback is not None or criteria.core is None:
-        return False
-    core = criteria.graph.node(criteria.core)
-    known = {normalize_entity(phrase) for phrase in (*ATTRIBUTE_PHRASES, asks)}
-    return not core.is_question_word and normalize_entity(core.text) in known
-
-
-def _left_out(
-    question: str,
-    given: Sequence[str],
-    targets: Sequence[Target],
-    notes: list[str],
-    hops: int | None,
-) -> list[Target]:
-    """The repair of a partial reply: targets for the names the reply left out (see the
-    module doc), each noted; they ask what most of the reply's targets ask."""
-    source = " ".join([question, *given])
-    names = {normalize_entity(span.text) for span in name_spans(source)}
-    asks = Counter(t.asks for t in targets).most_common(1)[0][0]
-    rules = rule_analysis(question, given, hops=hops).criteria
-    # Outside the templates the rules' core is often a name of a description ("Ohio"): their
-    # list items count only when the core is an attribute the question asks about.
-    trusted = bool(given) or _asks_attribute(rules, asks)
-    candidates = [
-        replace(candidate, asks=asks)
-        for candidate in (rule_targets(rules, list_items_only=not given) if trusted else [])
-        if normalize_entity(candidate.entity) in names
-    ]
-    candidates += [
-        Target(name, asks, _fact_question(name, asks), source="rules")
-        for name in _list_neighbours(question, targets)
-    ]
-    added: list[Target] = []
-    for candidate in candidates:
-        if not any(_covers(t, candidate.entity) for t in (*targets, *added)):
-            added.append(candidate)
-            notes.append(f"added {candidate.entity!r} from the rules (the reply left it out)")
-    return added
 
 
 def model_analysis(
@@ -603,7 +323,7 @@ def model_analysis(
         targets, notes = [], ["no usable reply (the request failed or was not JSON)"]
     else:
         targets, notes = _targets_of_reply(reply, source)
-        targets = _description_items_dropped(text, _aligned(text, targets, notes), notes)
+        targets = repaired_targets(text, given, targets, notes, hops)
     health = _health(llm)
     with _LOCK:
         if targets:
@@ -615,7 +335,6 @@ def model_analysis(
         return rule_analysis(
             text, given, hops=hops, method="fallback", usage=usage, notes=[f"{reason}; rules"]
         )
-    targets += _left_out(text, given, targets, notes, hops)
     criteria = _criteria_of_targets(text, targets, hops)
     method: AnalysisMethod = "repaired" if notes else "llm"
     return QuestionAnalysis(

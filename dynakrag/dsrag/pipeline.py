@@ -17,10 +17,11 @@ from typing import Any
 
 from dynakrag.configuration import Configuration
 from dynakrag.decomposition import segment_question
+from dynakrag.dsrag.analysis import QuestionAnalysis
 from dynakrag.dsrag.criteria import CriteriaResult
 from dynakrag.dsrag.dics import DicsResult, dics_select
 from dynakrag.dsrag.epqd import Decomposition, rule_decompose
-from dynakrag.dsrag.extraction import QuestionAnalysis, analyse_question
+from dynakrag.dsrag.extraction import analyse_question
 from dynakrag.dsrag.selector import GraphSelector, load_default_selector
 from dynakrag.llm.client import LLMClient, Usage
 

@@ -42,12 +42,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from dynakrag.dsrag.selector import (
-    GraphSelectionModel,
-    GraphSelector,
-    check_graph,
-    graph_batch,
-)
+from dynakrag.dsrag.selector import GraphSelector
+from dynakrag.dsrag.selector_graphs import check_graph, graph_batch
+from dynakrag.dsrag.selector_model import GraphSelectionModel
 from dynakrag.dsrag.types import Criterion, CriterionGraph, QEdge, QNode
 from dynakrag.errors import ConfigurationError, UserInputError
 from dynakrag.files import records_sha256

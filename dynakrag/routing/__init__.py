@@ -3,7 +3,10 @@
 :mod:`~dynakrag.routing.retriever`
     Average IDF of the query picks one of four retriever tiers (:class:`RoutedSearcher`).
 :mod:`~dynakrag.routing.generator`
-    Perplexity after retrieval picks the generator tier (:class:`GeneratorRouter`).
+    Perplexity after retrieval picks the generator tier (:class:`GeneratorRouter`), among
+    the tiers of :mod:`~dynakrag.routing.generator_tiers`; the signals are
+    :mod:`~dynakrag.routing.perplexity`'s, the context's from
+    :mod:`~dynakrag.routing.prompt_logprobs`.
 :mod:`~dynakrag.routing.thresholds`
     The percentile cut points both signals are routed by (:class:`PercentileThresholds`).
 :mod:`~dynakrag.routing.decisions`
@@ -14,14 +17,10 @@
 
 from dynakrag.routing.decisions import DecisionLog, RoutingDecision
 from dynakrag.routing.factory import RETRIEVERS, build_searcher
-from dynakrag.routing.generator import (
-    GeneratorRouter,
-    GeneratorTier,
-    PromptLogprobScorer,
-    RoutedGeneration,
-    default_generator_tiers,
-    fit_perplexity_thresholds,
-)
+from dynakrag.routing.generator import GeneratorRouter, RoutedGeneration
+from dynakrag.routing.generator_tiers import GeneratorTier, default_generator_tiers
+from dynakrag.routing.perplexity import fit_perplexity_thresholds
+from dynakrag.routing.prompt_logprobs import PromptLogprobScorer
 from dynakrag.routing.retriever import (
     TIER_NAMES,
     DecomposeSearcher,

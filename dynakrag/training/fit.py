@@ -56,7 +56,7 @@ from dynakrag.policy.learned import (
 )
 from dynakrag.policy.value_model import TreeEnsemble, fit_forest
 from dynakrag.state import ACTIONS
-from dynakrag.training.collect import RECORD_SCHEMA
+from dynakrag.training.records import RECORD_SCHEMA
 
 __all__ = [
     "PolicyFitReport",

@@ -4,7 +4,7 @@ Record schema (one JSON object a line, ``RECORD_SCHEMA``)::
 
     schema          "dynakrag-transition/1"
     source          "collect" (:func:`~dynakrag.training.collect.collect`) or "log"
-                    (:func:`~dynakrag.training.collect.records_from_transitions`)
+                    (:func:`~dynakrag.training.logged_runs.records_from_transitions`)
     example_id      the question's id (the thread id for a log)
     dataset, split  where the question comes from (only "train" rows are collected)
     step            actions taken before this state (0 at the initial state)

@@ -2,7 +2,7 @@
 
 * :func:`label_log`: the labelled records a log yields: those stored in it by
   ``dynakrag collect --log`` and, with a gold file, those of its logged runs
-  (:func:`~dynakrag.training.collect.records_from_transitions`, optionally with counterfactual
+  (:func:`~dynakrag.training.logged_runs.records_from_transitions`, optionally with counterfactual
   branches from every logged state).
 * :func:`base_records`: the training records of the shipped policy (or of a records file), to
   pool with the user's so that a few dozen logged questions adapt the shipped policy instead of
@@ -28,8 +28,9 @@ from dynakrag.graph.nodes import fixed_successor
 from dynakrag.graph.validity import valid_actions
 from dynakrag.policy.base import Policy
 from dynakrag.policy.registry import DEFAULT_POLICY_FILE
-from dynakrag.training.collect import read_records, records_from_transitions, split_runs
 from dynakrag.training.gold import GoldBook
+from dynakrag.training.logged_runs import records_from_transitions, split_runs
+from dynakrag.training.records import read_records
 from dynakrag.training.trajectories import (
     LogTarget,
     Transition,

@@ -57,7 +57,7 @@ class CollectJob:
     finished question's records into, in one transaction."""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     labels: str = "recall"
-    """The label definitions (:data:`~dynakrag.training.collect.LABELS`)."""
+    """The label definitions (:data:`~dynakrag.training.labelling.LABELS`)."""
     memo: bool = True
     """Ask each distinct request of a question once (:class:`~dynakrag.training.reply_memo.
     RequestMemo`)."""
@@ -75,7 +75,8 @@ def collect_question(
     example: QAExample, job: CollectJob, corpus: Sequence[Passage] | None = None
 ) -> list[dict[str, Any]]:
     """The labelled records of one question, on whichever worker runs it (a Dask task)."""
-    from dynakrag.training.collect import collect, collection_searcher_factory
+    from dynakrag.training.collect import collect
+    from dynakrag.training.searchers import collection_searcher_factory
 
     factory = worker_cached(  # as ``dynakrag collect`` builds it in one process
         (job.run_id, "searchers"), lambda: collection_searcher_factory(job.cfg.retriever, corpus)

@@ -37,7 +37,7 @@ def selector_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated(isolated_env: None, no_models: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dynakrag.dsrag.selector import TextEncoder
+    from dynakrag.dsrag.text_encoder import TextEncoder
 
     # The selector file names its encoder; the fake stands in for MiniLM when it is loaded,
     # and for the rerankers' encoder.

@@ -1,6 +1,6 @@
 """Generator routing signals on the real embedded model (llama-cpp-python server).
 
-Checks what the module docstring of :mod:`dynakrag.routing.generator` states: echoed prompt
+Checks what the module docstring of :mod:`dynakrag.routing.prompt_logprobs` states: echoed prompt
 log-probs line up with their tokens once the BOS text is prepended, a nonsense context is more
 perplexing than a fluent one, and chat completions return answer log-probs.
 """
@@ -17,11 +17,10 @@ from dynakrag.llm.client import LLMClient
 from dynakrag.llm.server_command import MODEL_ALIAS
 from dynakrag.llm.server_process import EmbeddedServer
 from dynakrag.llm.server_settings import ServerSettings
-from dynakrag.routing.generator import (
+from dynakrag.routing.generator_tiers import GeneratorTier, answer_perplexity
+from dynakrag.routing.prompt_logprobs import (
     EMBEDDED_BOS_TEXT,
-    GeneratorTier,
     PromptLogprobScorer,
-    answer_perplexity,
     prompt_perplexity,
 )
 from tests.markers import NEEDS_EMBEDDED_MODEL

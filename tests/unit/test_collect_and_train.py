@@ -29,14 +29,10 @@ from dynakrag.policy.learned import LearnedPolicy, load_policy_file
 from dynakrag.policy.uniform import UniformPolicy
 from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, merge_accounting
 from dynakrag.training import open_trajectory_log, read_transitions
-from dynakrag.training.collect import (
-    RECORD_SCHEMA,
-    collect,
-    demo_examples,
-    read_records,
-    records_from_transitions,
-)
+from dynakrag.training.collect import collect, demo_examples
 from dynakrag.training.fit import fit_policy
+from dynakrag.training.logged_runs import records_from_transitions
+from dynakrag.training.records import RECORD_SCHEMA, read_records
 from tests.fakes import KeywordSearcher, demo_chat_model
 
 CFG = Configuration()

@@ -19,17 +19,17 @@ from langchain_core.outputs import ChatResult
 
 from dynakrag import prompts
 from dynakrag.configuration import Configuration
+from dynakrag.dsrag.analysis import Target
 from dynakrag.dsrag.epqd import rule_decompose
 from dynakrag.dsrag.extraction import (
     AUTO_GIVE_UP_AFTER,
     FALLBACK_PER_TARGET,
-    Target,
     analyse_question,
     compatible_sub_questions,
     compression_model_calls,
     graph_of_targets,
-    rule_analysis,
 )
+from dynakrag.dsrag.rule_extraction import rule_analysis
 from dynakrag.llm.cache import CachedChatModel, SQLiteLLMCache
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import Responder, ScriptedChatModel

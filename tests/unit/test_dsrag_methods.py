@@ -26,7 +26,7 @@ from dynakrag import prompts
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.dsrag.epqd import rule_decompose
-from dynakrag.dsrag.selector import TextEncoder
+from dynakrag.dsrag.text_encoder import TextEncoder
 from dynakrag.eval import runner
 from dynakrag.eval.methods import METHODS, Method, MethodResult, get_method
 from dynakrag.eval.methods import dsrag as dsrag_methods

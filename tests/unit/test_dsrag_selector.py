@@ -12,15 +12,9 @@ import pytest
 import torch
 
 from dynakrag.data.datasets import QAExample
-from dynakrag.dsrag.selector import (
-    GraphSelectionModel,
-    GraphSelector,
-    GSArchitecture,
-    SelectorFileError,
-    TextEncoder,
-    assign_chunks,
-    load_default_selector,
-)
+from dynakrag.dsrag.selector import GraphSelector, assign_chunks, load_default_selector
+from dynakrag.dsrag.selector_files import SelectorFileError
+from dynakrag.dsrag.selector_model import GraphSelectionModel, GSArchitecture
 from dynakrag.dsrag.selector_training import (
     SelectionExample,
     build_selection_examples,
@@ -30,6 +24,7 @@ from dynakrag.dsrag.selector_training import (
     metadata_criteria,
     split_holdout,
 )
+from dynakrag.dsrag.text_encoder import TextEncoder
 from dynakrag.dsrag.types import Criterion, CriterionGraph, QEdge, QNode
 from dynakrag.errors import ConfigurationError, ModelUnavailableError
 from dynakrag.retrieval.passage import Passage

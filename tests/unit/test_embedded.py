@@ -481,7 +481,7 @@ def test_every_caller_starts_the_server_with_the_configured_settings(
     from dynakrag.configuration import Configuration
     from dynakrag.llm.factory import embedded_server_from_config
     from dynakrag.llm.server_settings import ServerSettings
-    from dynakrag.routing.generator import PromptLogprobScorer
+    from dynakrag.routing.prompt_logprobs import PromptLogprobScorer
 
     calls: list[dict[str, object]] = []
 
@@ -524,7 +524,7 @@ def test_prompt_log_probs_need_a_server_that_keeps_prompt_logits(
     from dynakrag.configuration import Configuration
     from dynakrag.errors import ConfigurationError
     from dynakrag.llm.server_settings import ServerSettings
-    from dynakrag.routing.generator import PromptLogprobScorer
+    from dynakrag.routing.prompt_logprobs import PromptLogprobScorer
 
     class Server:
         base_url = "http://127.0.0.1:1/v1"

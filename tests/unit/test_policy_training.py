@@ -24,9 +24,10 @@ from dynakrag.policy.features import FEATURE_SCHEMAS, feature_schema, featurize
 from dynakrag.policy.learned import LearnedPolicy
 from dynakrag.state import ACTIONS, State
 from dynakrag.training import collect as training_collect
-from dynakrag.training.collect import collect, finished_questions, resume_collection
+from dynakrag.training.collect import collect
 from dynakrag.training.fit import fit_policy
 from dynakrag.training.offline import replay_on_records
+from dynakrag.training.records import finished_questions, resume_collection
 from tests.benchmark_scripts import benchmark_module
 from tests.fakes import demo_responder, prompt_kind
 from tests.unit.test_collect_and_train import (

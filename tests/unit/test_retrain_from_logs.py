@@ -37,8 +37,8 @@ from dynakrag.training import (
     write_log_records,
 )
 from dynakrag.training import retrain as retrain_module
-from dynakrag.training.collect import records_from_transitions
 from dynakrag.training.gold import GoldBook, answer_support, question_key, read_gold
+from dynakrag.training.logged_runs import records_from_transitions
 from dynakrag.training.trajectories import (
     list_threads,
     logged_questions,

@@ -22,6 +22,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from dynakrag.errors import ConfigurationError, CorpusError, ModelUnavailableError, UserInputError
+from dynakrag.llm.answers import parse_reasoned_answer, parse_short_answer
 from dynakrag.llm.client import LLMClient, request_options
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.dense import DenseIndex
@@ -29,23 +30,20 @@ from dynakrag.retrieval.lexical import BM25Index
 from dynakrag.retrieval.passage import Passage
 from dynakrag.retrieval.provenance import Hit, search_with_provenance
 from dynakrag.routing.decisions import DecisionLog, RoutingDecision
-from dynakrag.routing.generator import (
-    EMBEDDED_BOS_TEXT,
-    GeneratorRouter,
+from dynakrag.routing.generator import GeneratorRouter, context_perplexity, retrieved_contexts
+from dynakrag.routing.generator_tiers import answer_perplexity, default_generator_tiers
+from dynakrag.routing.perplexity import (
     LogprobsUnavailableError,
     PerplexitySignal,
-    PromptLogprobScorer,
-    answer_perplexity,
     chat_logprobs,
-    context_perplexity,
-    default_generator_tiers,
     fit_perplexity_thresholds,
-    parse_reasoned_answer,
-    parse_short_answer,
     perplexity_of,
-    prompt_perplexity,
     render_context,
-    retrieved_contexts,
+)
+from dynakrag.routing.prompt_logprobs import (
+    EMBEDDED_BOS_TEXT,
+    PromptLogprobScorer,
+    prompt_perplexity,
 )
 from dynakrag.routing.retriever import (
     TIER_NAMES,
@@ -539,7 +537,7 @@ def test_heavy_reply_without_answer_line_falls_back() -> None:
 def test_router_without_logprobs_stays_light_and_logs(caplog: pytest.LogCaptureFixture) -> None:
     model = reader(with_logprobs=False)
     router = GeneratorRouter(default_generator_tiers(model), median(2.0))
-    with caplog.at_level(logging.INFO, logger="dynakrag.routing.generator"):
+    with caplog.at_level(logging.INFO, logger="dynakrag.routing"):
         result = router.answer("Capital of Norway?", NONSENSE)
     assert result.signal is None and result.decision.value is None
     assert result.decision.signal is None and result.decision.level is None
@@ -703,7 +701,7 @@ def test_prompt_perplexity_handles_offsets_that_include_the_bos_text() -> None:
 def test_prompt_perplexity_without_logprobs(caplog: pytest.LogCaptureFixture) -> None:
     client, _ = completions_server(word_logprob, echo_logprobs=False)
     scorer = PromptLogprobScorer("http://x/v1", "m", http_client=client)
-    with caplog.at_level(logging.WARNING, logger="dynakrag.routing.generator"):
+    with caplog.at_level(logging.WARNING, logger="dynakrag.routing"):
         assert prompt_perplexity(scorer, "Oslo is fine") is None
     assert "no prompt log-probs" in caplog.text
     with pytest.raises(LogprobsUnavailableError, match="does not support prompt log-probs"):

@@ -37,7 +37,7 @@ from dynakrag.retrieval.base import Searcher
 
 if TYPE_CHECKING:
     from dynakrag.dsrag.epqd import Decomposition
-    from dynakrag.dsrag.selector import TextEncoder
+    from dynakrag.dsrag.text_encoder import TextEncoder
 
 __all__ = [
     "DsragMethod",
@@ -62,7 +62,7 @@ RERANKER = "all-MiniLM-L6-v2 cosine (bi-encoder; no cross-encoder ships offline)
 
 @lru_cache(maxsize=1)
 def _rerank_encoder() -> TextEncoder:
-    from dynakrag.dsrag.selector import TextEncoder
+    from dynakrag.dsrag.text_encoder import TextEncoder
     from dynakrag.retrieval.embeddings import default_embeddings
 
     return TextEncoder(default_embeddings())  # memoised: pooled chunks repeat across methods

@@ -1,0 +1,226 @@
+"""The prompts of the graph's own calls: decomposition, sufficiency check, query rewrite,
+final answer and grounding check, and :func:`task_of`, which tells them apart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from dynakrag.prompts.passages import DATA_NOTICE, format_passages
+
+DECOMPOSE_SYSTEM = (
+    "You split a multi-hop question into the simplest sub-questions that must be answered in "
+    "order. Keep every name from the question exactly as written. When a sub-question needs the "
+    "answer of an earlier one, write #1, #2, ... for that answer. Reply with JSON only: "
+    '{"sub_questions": ["...", "..."]}.'
+)
+
+DECOMPOSE_EXAMPLES: tuple[tuple[str, list[str]], ...] = (
+    (
+        "In which city is the headquarters of the company where Mara Linde works?",
+        ["Which company does Mara Linde work for?", "In which city is the headquarters of #1?"],
+    ),
+    (
+        "Who was born earlier, Ada Voss or Tom Reyl?",
+        ["When was Ada Voss born?", "When was Tom Reyl born?"],
+    ),
+    (
+        "What river flows through the birth city of the founder of Kestrel Labs?",
+        ["Who founded Kestrel Labs?", "In which city was #1 born?", "What river flows through #2?"],
+    ),
+)
+
+REWRITE_SYSTEM = (
+    "You rewrite a search query so that it finds the missing evidence for a question. "
+    + DATA_NOTICE
+    + " Use names found in the passages when they help. Reply with the new query only, one line."
+)
+
+REWRITE_EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    (
+        "Where was the director of Blue Harbor born?",
+        "Blue Harbor is a 1998 film directed by Ines Carrow.",
+        "Ines Carrow birthplace",
+    ),
+    (
+        "Which company acquired the maker of the Lumen X2 phone?",
+        "The Lumen X2 is a phone made by Orbis Devices.",
+        "Orbis Devices acquired by company",
+    ),
+)
+
+ANSWER_SYSTEM = (
+    "You answer a question using only the given passages. "
+    + DATA_NOTICE
+    + " Reply with the shortest answer (a name, date, number, place or yes/no), no explanation. "
+    "If the passages do not contain the answer, reply: insufficient evidence"
+)
+# The sufficiency check and the final answer read the same passages one after the other. The check
+# therefore opens like the answer (the answer's system text, then the passages) and puts its own
+# rules in the request, after the passages: the answer's prompt then starts with the check's, and
+# a server that keeps its KV cache (llama.cpp) re-reads only the answer's request. A combined
+# system text that held both tasks' rules was measured and made the small model reply in JSON
+# to single questions (naive F1 0.235 on 20 HotpotQA eval questions), so the answer prompt stays
+# exactly as it was.
+SUFFICIENCY_TASK = (
+    "Answer each sub-question below using only the passages above. For each sub-question give "
+    "a short answer (a name, date, place or yes/no) that the passages state, or exactly UNKNOWN "
+    "when they do not state it. Do not guess. Reply with JSON only: "
+    '{"answers": ["...", "..."]}, one answer per sub-question, in order.'
+)
+SUFFICIENCY_REQUEST_END = "JSON:"
+ANSWER_REQUEST_END = "Answer:"
+
+# Completion budgets sized to what each call returns (a runaway reply costs ~13 tokens/s here).
+DECOMPOSE_MAX_TOKENS = 160
+REWRITE_MAX_TOKENS = 32
+ANSWER_MAX_TOKENS = 48
+
+
+def sufficiency_max_tokens(n_sub_questions: int) -> int:
+    """Room for one short answer per sub-question in the JSON reply."""
+    return 16 + 24 * max(1, n_sub_questions)
+
+
+INSUFFICIENT_EVIDENCE = "insufficient evidence"
+FACTS_TITLE = "facts found in the passages"
+UNKNOWN = "UNKNOWN"
+
+
+def decompose_messages(question: str) -> list[tuple[str, str]]:
+    """Few-shot messages asking for the sub-questions of ``question``."""
+    messages: list[tuple[str, str]] = [("system", DECOMPOSE_SYSTEM)]
+    for example_question, parts in DECOMPOSE_EXAMPLES:
+        messages.append(("human", f"Question: {example_question}"))
+        messages.append(("ai", json.dumps({"sub_questions": parts})))
+    messages.append(("human", f"Question: {question}"))
+    return messages
+
+
+def sufficiency_messages(
+    question: str | None, sub_questions: Sequence[str], passages: Sequence[dict[str, Any]]
+) -> list[tuple[str, str]]:
+    """Ask for an answer or UNKNOWN per sub-question, from the passages only.
+
+    ``question`` (the main question) is given as context when set; one sub-question asked on
+    its own goes without it, so the model answers that sub-question and not the main one.
+    """
+    numbered = "\n".join(f"{i}. {q}" for i, q in enumerate(sub_questions, start=1))
+    main = f"Main question: {question}\n" if question is not None else ""
+    return [
+        ("system", ANSWER_SYSTEM),
+        (
+            "human",
+            f"{format_passages(passages)}\n\n{SUFFICIENCY_TASK}\n{main}"
+            f"Sub-questions:\n{numbered}\n\n{SUFFICIENCY_REQUEST_END}",
+        ),
+    ]
+
+
+def rewrite_messages(
+    question: str, query: str, passages: Sequence[dict[str, Any]]
+) -> list[tuple[str, str]]:
+    """Few-shot messages asking for a better search query."""
+    messages: list[tuple[str, str]] = [("system", REWRITE_SYSTEM)]
+    for example_question, example_passage, new_query in REWRITE_EXAMPLES:
+        messages.append(
+            (
+                "human",
+                f"{format_passages([{'title': '', 'text': example_passage}])}\n"
+                f"Question: {example_question}\nCurrent query: {example_question}\nNew query:",
+            )
+        )
+        messages.append(("ai", new_query))
+    messages.append(
+        (
+            "human",
+            f"{format_passages(passages)}\nQuestion: {question}\nCurrent query: {query}\n"
+            "New query:",
+        )
+    )
+    return messages
+
+
+def answer_messages(
+    question: str,
+    passages: Sequence[dict[str, Any]],
+    facts: Sequence[tuple[str, str]] = (),
+) -> list[tuple[str, str]]:
+    """Ask for the final short answer; ``facts`` are sub-answers already checked against the
+    passages, given as intermediate steps."""
+    blocks = list(passages)
+    if facts:
+        # Derived from the passages by the model, so it is data too: one more passage block.
+        lines = "\n".join(f"- {sub} {answer}" for sub, answer in facts)
+        blocks.append({"title": FACTS_TITLE, "text": lines})
+
+    return [
+        ("system", ANSWER_SYSTEM),
+        ("human", f"{format_passages(blocks)}\n\nQuestion: {question}\n{ANSWER_REQUEST_END}"),
+    ]
+
+
+# The grounding check's one generator call (dynakrag.actions.grounding), made only when the
+# answer's words are partly in the passages and no string match decides. It opens like the
+# answer (the answer's system text, then the passages) so a server that keeps its KV cache
+# re-reads only the request, and ends with its own marker so task_of tells it apart.
+VERIFY_TASK = (
+    "Check a proposed answer against the passages above. Reply with JSON only: "
+    '{"supported": true} when the passages state that answer to the question, '
+    '{"supported": false} when they do not state it or state something else. '
+    "Do not use what you know beyond the passages."
+)
+VERIFY_REQUEST_END = "Verdict:"
+VERIFY_MAX_TOKENS = 12
+
+
+def verify_messages(
+    question: str, answer: str, passages: Sequence[dict[str, Any]]
+) -> list[tuple[str, str]]:
+    """Ask whether the passages state ``answer`` to ``question`` (a JSON yes/no)."""
+    return [
+        ("system", ANSWER_SYSTEM),
+        (
+            "human",
+            f"{format_passages(passages)}\n\n{VERIFY_TASK}\nQuestion: {question}\n"
+            f"Proposed answer: {answer}\n{VERIFY_REQUEST_END}",
+        ),
+    ]
+
+
+def verified(reply: dict[str, Any] | None) -> bool:
+    """Whether a reply to :func:`verify_messages` confirms the answer (anything but a JSON
+    ``true`` under ``supported`` does not)."""
+    return isinstance(reply, dict) and reply.get("supported") is True
+
+
+DECOMPOSE, SUFFICIENCY, REWRITE, ANSWER = "decompose", "sufficiency", "rewrite", "answer"
+VERIFY = "verify"
+
+
+def _content(message: Any) -> str:
+    """The text of a ``(role, text)`` pair or of a LangChain message."""
+    return str(message[1] if isinstance(message, tuple) else getattr(message, "content", ""))
+
+
+def task_of(messages: Sequence[Any]) -> str | None:
+    """Which of the graph's calls ``messages`` is (``DECOMPOSE``, ``SUFFICIENCY``, ``REWRITE``,
+    ``ANSWER``, ``VERIFY``), or None for any other prompt. Scripted models and the eval tally
+    use it: the sufficiency check, the answer and the grounding check share their system text;
+    their requests end differently."""
+    if not messages:
+        return None
+    system, request = _content(messages[0]), _content(messages[-1]).rstrip()
+    if system == DECOMPOSE_SYSTEM:
+        return DECOMPOSE
+    if system == REWRITE_SYSTEM:
+        return REWRITE
+    if system == ANSWER_SYSTEM:
+        if request.endswith(SUFFICIENCY_REQUEST_END):
+            return SUFFICIENCY
+        if request.endswith(ANSWER_REQUEST_END):
+            return ANSWER
+        if request.endswith(VERIFY_REQUEST_END):
+            return VERIFY
+    return None
