@@ -565,15 +565,16 @@ DISK_KB = 1536
 
 
 def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) -> None:
-    """``ask --log`` into a SQLite log on a full disk, and an eval journal on it: a one-line
-    error, and what was written before stays readable."""
+    """``ask --log`` into a SQLite log on a full disk, and an eval journal on it: the run the
+    disk filled under still prints its answer, then a one-line error naming the log and why
+    (exit 1); what was written before stays readable."""
     from dynakrag.training.trajectories import list_threads, read_transitions
     from dynakrag.workers import Journal, JournalWriteError
 
     corpus = write_demo_corpus(tmp_path / "demo.jsonl")
     disk = tmp_path / "disk"
     questions = [e.question for e in DEMO]
-    finished, error, journal_error, kept = 0, "", "", 0
+    finished, error, journal_error, kept, answered = 0, "", "", 0, False
     with small_disk(disk, DISK_KB) as how:
         log = disk / "runs.sqlite"
         journal = Journal(disk / "eval.json.partial.jsonl", {"run": 1})
@@ -585,6 +586,8 @@ def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) ->
             captured = capsys.readouterr()
             if code != 0:
                 error = captured.err.strip()
+                last = (captured.out.strip().splitlines() or [""])[-1]
+                answered = last.startswith(("Answer:", "No answer:"))
                 break
             finished += 1
         try:
@@ -603,15 +606,18 @@ def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) ->
             f"log disk full ({how}, {DISK_KB} KiB)",
             "ask --log FILE.sqlite + eval journal",
             finished + 1,
-            finished,
-            1,
+            finished + int(answered),
+            int(not answered),
             0,
             0,
             None,
-            f"error: {error[:70]}; {readable} runs and {kept} journal lines readable",
+            f"{'answer printed, then ' if answered else ''}error: cannot write the log: "
+            f"{error.partition(f'{log}: ')[2][:50]}; "
+            f"{readable} runs and {kept} journal lines readable",
         )
     )
-    assert error.startswith("dynakrag: error:") and "\n" not in error
+    assert error.startswith("dynakrag: error: cannot write the trajectory log "), error
+    assert "\n" not in error and answered
     assert "full" in error or "space" in error.lower() or "large" in error.lower()
     assert integrity == "ok" and readable >= finished > 0, (error, log.stat().st_size)
     assert journal_error and "\n" not in journal_error and kept >= 100
