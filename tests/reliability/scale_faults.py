@@ -10,12 +10,10 @@ Each test reports one row of RELIABILITY.md's "Faults at scale" table through
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +28,7 @@ from dynakrag import cli
 from dynakrag.files import canonical_json_line, read_jsonl
 from dynakrag.postgres import connect
 from dynakrag.training.collect import demo_examples
-from tests.reliability.support import free_port
+from tests.reliability.support import die_with_parent, free_port
 
 DEMO = demo_examples()
 QUESTIONS = 4
@@ -140,16 +138,6 @@ def lock_table(url: str, table: str, seconds: float) -> threading.Thread:
     if not taken.wait(30):
         raise RuntimeError(f"could not lock {table}")
     return thread
-
-
-_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child must not import
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def die_with_parent() -> None:
-    """In a child before it runs its program: be SIGKILLed when the test process dies, so a
-    killed test leaves no pooler or Dask process behind."""
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 # --------------------------------------------------------------------------------------------

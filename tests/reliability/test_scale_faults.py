@@ -31,7 +31,7 @@ import pytest
 from dynakrag import cli
 from dynakrag.postgres import LocalPostgres, connect, embedded_postgres_available
 from dynakrag.training.trajectories import read_log_records, write_log_records
-from tests.fakes import demo_responder
+from tests.fakes import FAKE_MODEL_SERVER, demo_responder
 from tests.reliability.scale_faults import (
     DEMO,
     QUESTIONS,
@@ -49,7 +49,14 @@ from tests.reliability.scale_faults import (
     terminate_backends,
     write_demo_corpus,
 )
-from tests.reliability.support import REPO_ROOT, FakeOpenAI, clean_env, no_proxy, serving
+from tests.reliability.support import (
+    LANGGRAPH,
+    REPO_ROOT,
+    FakeOpenAI,
+    clean_env,
+    no_proxy,
+    serving,
+)
 
 pytestmark = [
     pytest.mark.faults,
@@ -401,43 +408,6 @@ def test_two_users_runs_do_not_cross(server, database, fault_row: Report) -> Non
 # --------------------------------------------------------------------------------------------
 # The embedded model server killed mid-generation
 
-HOLDING_SERVER = textwrap.dedent(
-    """
-    import http.server, json, os, sys, time
-    port, launches, hold, generating = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-    with open(launches, "a") as f:
-        f.write(f"{os.getpid()}\\n")
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def _send(self, body):
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            self._send(b'{"object": "list", "data": [{"id": "local", "object": "model"}]}')
-
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            while os.path.exists(hold):  # mid-generation until killed
-                open(generating, "w").close()
-                time.sleep(0.05)
-            self._send(json.dumps({
-                "id": "x", "object": "chat.completion", "created": 0, "model": "local",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": "alive"}}],
-                "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
-            }).encode())
-
-        def log_message(self, *args):
-            pass
-
-    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
-    """
-)
-
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
@@ -468,12 +438,13 @@ def test_model_server_killed_mid_generation(
     from dynakrag.errors import ModelUnavailableError
     from dynakrag.llm import embedded
 
-    script = tmp_path / "holding_server.py"
-    script.write_text(HOLDING_SERVER, encoding="utf-8")
+    script = tmp_path / "fake_model_server.py"
+    script.write_text(FAKE_MODEL_SERVER, encoding="utf-8")
     launches, hold, generating = tmp_path / "launches", tmp_path / "hold", tmp_path / "generating"
+    files = [launches, tmp_path / "requests", "", hold, generating]  # no BUSY file
 
     def factory(port: int) -> list[str]:
-        return [sys.executable, str(script), str(port), str(launches), str(hold), str(generating)]
+        return [sys.executable, str(script), str(port), "0", *map(str, files)]
 
     servers: list[Any] = []
 
@@ -674,6 +645,64 @@ def test_killed_owner_leaves_no_postgres(tmp_path: Path, fault_row: Report) -> N
         )
     )
     assert gone, "the killed owner's PostgreSQL outlived it"
+
+
+DEV_SERVER_OWNER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from tests.reliability.support import clean_env, dev_server
+    env = clean_env(DYNAKRAG_CACHE_DIR=sys.argv[2], OPENAI_API_KEY="dummy",
+                    DYNAKRAG_LLM_BASE_URL="http://127.0.0.1:9/v1")
+    with dev_server(env, Path(sys.argv[1])) as server:
+        print(server.process.pid, flush=True)
+        time.sleep(600)
+    """
+)
+
+
+@pytest.mark.skipif(not LANGGRAPH.exists(), reason="needs the langgraph CLI (dynakrag[studio])")
+def test_terminated_test_leaves_no_dev_server(tmp_path: Path, fault_row: Report) -> None:
+    """A test process serving ``langgraph dev`` (the studio fixtures' launcher) is SIGTERMed,
+    as CI does to a job it cancels: Python runs no ``finally`` then, and the server, in a
+    session of its own, would be orphaned; the kernel kills it with its parent."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", DEV_SERVER_OWNER, str(tmp_path / "dev.log"), str(tmp_path)],
+        cwd=REPO_ROOT,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        line = owner.stdout.readline()
+        assert line.strip().isdigit(), (tmp_path / "dev.log").read_text(errors="replace")[-2000:]
+        pid = int(line)
+        assert not _pid_gone(pid)
+        killed_at = time.monotonic()
+        owner.send_signal(signal.SIGTERM)
+        owner.wait(timeout=30)
+        gone = _wait_for(lambda: _pid_gone(pid), timeout=10)
+        recovery = time.monotonic() - killed_at
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        if "pid" in locals() and not _pid_gone(pid):
+            os.kill(pid, signal.SIGKILL)  # what the test found orphaned: not left running
+    fault_row(
+        FaultRow(
+            "test process serving langgraph dev SIGTERMed",
+            "orphan clean-up",
+            1,
+            int(gone),
+            0,
+            0,
+            0,
+            recovery,
+            "dev server gone with its parent (PR_SET_PDEATHSIG)",
+        )
+    )
+    assert gone, "langgraph dev outlived the test process that started it"
 
 
 # --------------------------------------------------------------------------------------------
