@@ -364,3 +364,27 @@ class DaskCluster:
 def logged(url: str) -> int | None:
     """How many questions the log at ``url`` holds records of (None while unreadable)."""
     return count(url, "SELECT count(DISTINCT example_id) FROM dynakrag_records")
+
+
+def journalled_questions(path: Path) -> int | None:
+    """How many questions the journal at ``path`` holds (None before it exists)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    return sum(1 for line in lines[1:] if line.endswith("}"))  # a cut line is no question
+
+
+def local_dask_workers() -> list[int]:
+    """The pids of the Dask worker processes this process started (a ``LocalCluster``'s
+    nannies spawn them as children of this process, through multiprocessing's ``spawn``)."""
+    workers = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if parent == os.getpid() and b"spawn_main" in command:
+            workers.append(int(stat.parent.name))
+    return sorted(workers)

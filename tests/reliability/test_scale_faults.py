@@ -14,6 +14,7 @@ CI runs them).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -29,9 +30,11 @@ from typing import Any
 import pytest
 
 from dynakrag import cli
+from dynakrag.data.datasets import data_dir
 from dynakrag.postgres import LocalPostgres, connect, embedded_postgres_available
 from dynakrag.training.trajectories import read_log_records, write_log_records
 from tests.fakes import FAKE_MODEL_SERVER, demo_responder
+from tests.markers import needs_data
 from tests.reliability.scale_faults import (
     DEMO,
     QUESTIONS,
@@ -43,6 +46,8 @@ from tests.reliability.scale_faults import (
     collect_argv,
     compare_records,
     count,
+    journalled_questions,
+    local_dask_workers,
     lock_table,
     logged,
     reference_records,
@@ -711,13 +716,18 @@ def test_terminated_test_leaves_no_dev_server(tmp_path: Path, fault_row: Report)
 DASK_QUESTIONS = 6
 """Questions of a Dask run: two workers are both mid-question when the fault fires."""
 needs_dask = pytest.mark.skipif(not _has_dask(), reason="needs dynakrag[scale]")
+DATA_DIR = data_dir(must_exist=False)
+"""The benchmark samples, found before the fixtures clear ``DYNAKRAG_*`` settings."""
 
 
-@pytest.fixture
-def slow_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """The fake demo model taking 20 ms a reply (a question then lasts long enough for a fault
-    to land in it), for this process and, through the returned environment, the workers."""
-    reader = demo_responder({e.question: e.answers[0] for e in DEMO})
+@contextlib.contextmanager
+def slow_fake_model(
+    answers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[FakeOpenAI, dict[str, str]]]:
+    """A fake model knowing ``answers`` and taking 20 ms a reply (a question then lasts long
+    enough for a fault to land in it), for this process (and the workers it starts) and,
+    through the returned environment, the workers of a :class:`DaskCluster`."""
+    reader = demo_responder(answers)
 
     def respond(messages: list[Any]) -> str:
         time.sleep(0.02)
@@ -729,7 +739,15 @@ def slow_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict
             monkeypatch.setenv(name, value)
         monkeypatch.setenv("DYNAKRAG_CACHE_DIR", str(tmp_path / "cache"))
         # The workers' own cache: no reply of the reference run to replay.
-        yield clean_env(**settings, DYNAKRAG_CACHE_DIR=str(tmp_path / "worker-cache"))
+        yield fake, clean_env(**settings, DYNAKRAG_CACHE_DIR=str(tmp_path / "worker-cache"))
+
+
+@pytest.fixture
+def slow_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """:func:`slow_fake_model` answering the demo questions."""
+    answers = {e.question: e.answers[0] for e in DEMO}
+    with slow_fake_model(answers, tmp_path, monkeypatch) as (_, env):
+        yield env
 
 
 @needs_dask
@@ -771,6 +789,89 @@ def test_collect_survives_a_killed_worker(
     assert code == 0, error
     assert survivors == 1 and injector.progress_at_fault < DASK_QUESTIONS
     assert (check.questions_lost, check.records_lost, check.duplicates) == (0, 0, 0)
+
+
+@needs_dask
+@needs_data
+def test_eval_on_workers_survives_a_killed_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, fault_row: Report
+) -> None:
+    """``eval --workers 2`` (the command's own local cluster, a nanny per worker): one worker
+    process SIGKILLed while both run a question. Dask reruns its question (the nanny restarts
+    the worker); every question is answered once, in the results and in the journal, with the
+    records of a single-process run."""
+    from collections import Counter
+
+    from dynakrag.data.datasets import load_examples
+    from dynakrag.workers import Journal, journal_path
+
+    monkeypatch.setenv("DYNAKRAG_DATA_DIR", str(DATA_DIR))
+    examples = load_examples("hotpotqa", "eval", DASK_QUESTIONS)
+    argv = ["eval", "--dataset", "hotpotqa", "--split", "eval", "--setting", "distractor"]
+    argv += ["--method", "dynakrag", "--retriever", "bm25", "--limit", str(DASK_QUESTIONS)]
+    argv += ["--no-cache", "--quiet"]  # no reply replayed: the killed question runs again
+    journalled: list[str] = []
+    remove = Journal.remove
+
+    def keep_lines(journal: Journal) -> None:  # the journal's lines, before the run drops it
+        journalled.extend(journal.path.read_text(encoding="utf-8").splitlines()[1:])
+        remove(journal)
+
+    monkeypatch.setattr(Journal, "remove", keep_lines)
+    out = tmp_path / "run.json"
+    answers = {e.question: e.answers[0] for e in examples}
+    with slow_fake_model(answers, tmp_path, monkeypatch) as (fake, _):
+        assert cli.main([*argv, "--out", str(tmp_path / "reference.json")]) == 0
+        journalled.clear()
+        reference_requests = fake.requests
+        killed: list[int] = []
+
+        def kill_a_worker() -> None:
+            killed.append(local_dask_workers()[0])
+            os.kill(killed[0], signal.SIGKILL)
+
+        injector = Injector(lambda: journalled_questions(journal_path(out)), 1, kill_a_worker)
+        capsys.readouterr()
+        injector.start()
+        try:
+            code = cli.main([*argv, "--workers", "2", "--out", str(out)])
+        finally:
+            injector.finish()
+        rerun_requests = fake.requests - 2 * reference_requests  # the killed question's
+    error = capsys.readouterr().err.strip()
+    assert injector.fired.is_set() and killed, "the fault never fired"
+    expected = json.loads((tmp_path / "reference.json").read_text())["questions"]
+    results = json.loads(out.read_text())["questions"] if code == 0 else []
+    asked = [e.id for e in examples]
+    answered = Counter(r["id"] for r in results)
+    keys = Counter(json.loads(line)["key"].rsplit(":", 1)[1] for line in journalled)
+    lost = len(set(asked) - set(answered)) + len(set(asked) - set(keys))
+    duplicates = sum(n - 1 for n in answered.values()) + sum(n - 1 for n in keys.values())
+    same = [_without_latency(r) for r in results] == [_without_latency(r) for r in expected]
+    fault_row(
+        FaultRow(
+            "Dask worker SIGKILLed mid-question (1 of 2, nanny)",
+            "eval --workers 2",
+            1,
+            int(code == 0),
+            lost,
+            0 if same else len(expected),
+            duplicates,
+            injector.recovery_s,
+            f"killed at {injector.progress_at_fault}/{DASK_QUESTIONS} questions journalled, "
+            f"{rerun_requests} model requests redone; results "
+            f"{'equal' if same else 'unequal'} to one process's, journal checked too",
+        )
+    )
+    assert code == 0, error
+    assert injector.progress_at_fault < DASK_QUESTIONS
+    assert rerun_requests > 0, "the killed worker was not mid-question"
+    assert (lost, duplicates) == (0, 0), (answered, keys)
+    assert same
+
+
+def _without_latency(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key != "latency_s"}
 
 
 @needs_dask
