@@ -5,7 +5,9 @@ A real PostgreSQL (the project's :class:`~dynakrag.postgres.LocalPostgres`, a se
 module's own: the tests restart it) takes the checkpoints of ``dynakrag ask --log`` and the
 records of ``dynakrag collect --log``; the model is a fake OpenAI-compatible server on
 loopback, or, for the embedded server, the stdlib stand-in of the supervisor tests; the Dask
-clusters are real (a scheduler and two workers, processes of their own that the tests kill).
+clusters are real (a scheduler and two workers, processes of their own that the tests kill, or
+the local cluster ``eval --workers 2`` starts itself). Orphans: a killed process that started a
+PostgreSQL server or ``langgraph dev`` leaves neither running.
 Each test adds one row to RELIABILITY.md's "Faults at scale" table (runs tried and finished,
 questions and records lost, duplicate records, recovery time). All are fast (seconds each:
 CI runs them).
