@@ -590,7 +590,7 @@ def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) ->
             0,
             None,
             f"{'answer printed, then ' if answered else ''}error: cannot write the log: "
-            f"{error.partition(f'{log}: ')[2][:50]}; "
+            f"{error.partition(f'{log}: ')[2].split(';')[0][:60]}; "
             f"{readable} runs and {kept} journal lines readable",
         )
     )
