@@ -190,15 +190,18 @@ def constant_tree(value: float, n_features: int = N_STATE_FEATURES) -> TreeEnsem
 
 
 # A stdlib stand-in for ``llama_cpp.server``, run as a script:
-#   python fake_model_server.py PORT DELAY_S [LAUNCHES_FILE REQUESTS_FILE]
+#   python fake_model_server.py PORT DELAY_S [LAUNCHES REQUESTS [BUSY [HOLD GENERATING]]]
 # It answers ``GET /v1/models`` and every chat completion with "alive"; with the two files it
-# appends its pid to LAUNCHES on start and one line per chat request to REQUESTS.
+# appends its pid to LAUNCHES on start and one line per chat request to REQUESTS. While the
+# file BUSY exists, GET hangs; while HOLD exists, a chat request hangs mid-generation and
+# creates GENERATING (pass "" for a file not wanted).
 FAKE_MODEL_SERVER = textwrap.dedent(
     """
     import http.server, json, os, sys, time
     port, delay = int(sys.argv[1]), float(sys.argv[2])
     launches, requests = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else (None, None)
     busy = sys.argv[5] if len(sys.argv) > 5 else None  # while this file exists, GET hangs
+    hold, generating = (sys.argv[6], sys.argv[7]) if len(sys.argv) > 7 else (None, None)
     time.sleep(delay)
     if launches:
         with open(launches, "a") as f:
@@ -222,6 +225,9 @@ FAKE_MODEL_SERVER = textwrap.dedent(
 
         def do_POST(self):
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            while hold and os.path.exists(hold):  # mid-generation until killed or released
+                open(generating, "w").close()
+                time.sleep(0.05)
             if requests:
                 with open(requests, "a") as f:
                     f.write("chat\\n")

@@ -10,7 +10,7 @@ from typing import Any
 from dynakrag.cli.arguments import EXIT_OK, add_run_options, run_configuration
 from dynakrag.cli.generator import check_model_reached, make_llm
 from dynakrag.cli.output import answer_line, explanation_lines, stream_run, to_json
-from dynakrag.cli.runlog import logged_run, run_id
+from dynakrag.cli.runlog import logged_run, raise_log_write_error, run_id
 from dynakrag.configuration import Configuration
 from dynakrag.graph.runlog import describe_log
 
@@ -49,7 +49,11 @@ def add_parser(subparsers: Any) -> None:
 
 def run_ask(args: argparse.Namespace) -> int:
     """Answer one question from a corpus, an index, or the demo corpus; prints
-    ``No answer: <reason>`` instead of ``Answer: ...`` when the run abstained (exit code 0)."""
+    ``No answer: <reason>`` instead of ``Answer: ...`` when the run abstained (exit code 0).
+
+    With ``--log``, a log that stops taking writes mid-run (a full disk) still lets the answer
+    (or the JSON) be printed; then its :class:`~dynakrag.graph.runlog.LogWriteError` ends the
+    command (exit 1)."""
     from dynakrag.graph.builder import build_graph, validate_question
 
     cfg = run_configuration(args)
@@ -65,9 +69,11 @@ def run_ask(args: argparse.Namespace) -> int:
         final = {**final, "run_id": run_id(config)}
         if args.explain:
             final["explanations"] = explanation_lines(final.get("trace", []))
-        print(to_json(final))
+        print(to_json(final), flush=True)
+        raise_log_write_error(checkpointer)
         return EXIT_OK
-    print(answer_line(final))
+    print(answer_line(final), flush=True)
+    raise_log_write_error(checkpointer)
     if args.log and not args.quiet:
         print(f"Logged run {run_id(config)} to {describe_log(args.log)}")
     return EXIT_OK

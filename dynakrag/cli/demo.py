@@ -9,7 +9,7 @@ from typing import Any
 from dynakrag.cli.arguments import EXIT_OK, add_run_options, run_configuration
 from dynakrag.cli.generator import check_model_reached, make_llm
 from dynakrag.cli.output import answer_line, stream_run
-from dynakrag.cli.runlog import logged_run, run_id
+from dynakrag.cli.runlog import logged_run, raise_log_write_error, run_id
 from dynakrag.graph.runlog import describe_log
 
 
@@ -22,7 +22,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """Build (once) the demo index and answer the demo question, step by step."""
+    """Build (once) the demo index and answer the demo question, step by step (with ``--log``,
+    as ``ask``: an answer the log could not take in full is printed, then the error, exit 1)."""
     from dynakrag.data.demo import DEMO_SEED, demo_searcher
     from dynakrag.data.demo_corpus import demo_question, generate_demo_corpus
     from dynakrag.graph.builder import build_graph, validate_question
@@ -52,7 +53,8 @@ def run_demo(args: argparse.Namespace) -> int:
         print(
             f"Gold support found: {hits}/{len(gold.support)}; gold answer: {gold.answer}", file=out
         )
-    print(answer_line(final), file=out)
+    print(answer_line(final), file=out, flush=True)
+    raise_log_write_error(checkpointer)
     if args.log and not args.quiet:
         print(f"Logged run {run_id(config)} to {describe_log(args.log)}", file=out)
     return EXIT_OK

@@ -99,8 +99,8 @@ class PromptLogprobScorer:
         """A scorer on the embedded llama.cpp server (started if needed, with the settings of
         ``cfg``, default: the environment's)."""
         from dynakrag.configuration import Configuration
-        from dynakrag.llm.embedded import MODEL_ALIAS
         from dynakrag.llm.factory import embedded_server_from_config
+        from dynakrag.llm.server_command import MODEL_ALIAS
 
         server = embedded_server_from_config(cfg or Configuration.from_env())
         if not server.settings.logits_all:

@@ -10,12 +10,10 @@ Each test reports one row of RELIABILITY.md's "Faults at scale" table through
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +28,7 @@ from dynakrag import cli
 from dynakrag.files import canonical_json_line, read_jsonl
 from dynakrag.postgres.connections import connect
 from dynakrag.training.collect import demo_examples
-from tests.reliability.support import free_port
+from tests.reliability.support import die_with_parent, free_port
 
 DEMO = demo_examples()
 QUESTIONS = 4
@@ -140,16 +138,6 @@ def lock_table(url: str, table: str, seconds: float) -> threading.Thread:
     if not taken.wait(30):
         raise RuntimeError(f"could not lock {table}")
     return thread
-
-
-_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child must not import
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def die_with_parent() -> None:
-    """In a child before it runs its program: be SIGKILLed when the test process dies, so a
-    killed test leaves no pooler or Dask process behind."""
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 # --------------------------------------------------------------------------------------------
@@ -376,3 +364,27 @@ class DaskCluster:
 def logged(url: str) -> int | None:
     """How many questions the log at ``url`` holds records of (None while unreadable)."""
     return count(url, "SELECT count(DISTINCT example_id) FROM dynakrag_records")
+
+
+def journalled_questions(path: Path) -> int | None:
+    """How many questions the journal at ``path`` holds (None before it exists)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    return sum(1 for line in lines[1:] if line.endswith("}"))  # a cut line is no question
+
+
+def local_dask_workers() -> list[int]:
+    """The pids of the Dask worker processes this process started (a ``LocalCluster``'s
+    nannies spawn them as children of this process, through multiprocessing's ``spawn``)."""
+    workers = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if parent == os.getpid() and b"spawn_main" in command:
+            workers.append(int(stat.parent.name))
+    return sorted(workers)

@@ -1,5 +1,6 @@
 """Shared pieces of the reliability tests: a scriptable OpenAI-compatible server on loopback,
-a seeded fault-injecting chat model, the hostile questions, and the demo-corpus fakes.
+a seeded fault-injecting chat model, the hostile questions, the demo-corpus fakes, and child
+processes that never outlive the test process (``langgraph dev`` among them).
 
 Nothing here reaches beyond 127.0.0.1.
 """
@@ -7,11 +8,18 @@ Nothing here reaches beyond 127.0.0.1.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import random
+import signal
 import socket
+import subprocess
+import sys
 import threading
+import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -431,3 +439,97 @@ def write_cli_hook(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
     return directory
+
+
+# --------------------------------------------------------------------------------------------
+# Child processes that die with the test process
+
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child must not import
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` of a child (Linux): be SIGKILLed when the test process dies, even
+    outright (SIGKILL, or SIGTERM, on which Python runs no ``finally``), so that a killed test
+    leaves no server, pooler or Dask process behind. The signal follows the exec; it goes to
+    the child only, not to processes the child starts."""
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group of ``process`` (started with ``start_new_session``), then
+    SIGKILL whatever is left of it."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # what the process started, if still there
+    process.wait(timeout=10)
+
+
+LANGGRAPH = Path(sys.executable).with_name("langgraph")
+"""The ``langgraph`` CLI of this environment (the ``studio`` extra)."""
+
+
+@dataclass
+class DevServer:
+    url: str
+    process: subprocess.Popen[bytes]
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/ok", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def dev_server(
+    env: Mapping[str, str], log_path: Path, *, startup_timeout_s: float = 90.0
+) -> Iterator[DevServer]:
+    """``langgraph dev`` serving this repository's ``langgraph.json`` on a free loopback port,
+    with ``env`` (plus no analytics or version check), its output in ``log_path``; ready when
+    the block starts. It never outlives the test process: in a session of its own, killed as a
+    group when the block ends, and SIGKILLed by the kernel if the test process dies first
+    (:func:`die_with_parent`). A server that exits or is not ready in time is a RuntimeError
+    with the end of its log."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload"]
+    command += ["--port", str(port), "--host", "127.0.0.1"]
+    settings = {**env, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true"}
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env=settings,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # a signal to the test's process group does not reach it
+            preexec_fn=die_with_parent,
+        )
+    try:
+        deadline = time.monotonic() + startup_timeout_s
+        while not _ready(url):
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"langgraph dev exited ({process.returncode}):\n" + _tail(log_path)
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"langgraph dev not ready after {startup_timeout_s:.0f} s:\n" + _tail(log_path)
+                )
+            time.sleep(0.25)
+        yield DevServer(url, process)
+    finally:
+        kill_group(process)

@@ -5,7 +5,9 @@ A real PostgreSQL (the project's :class:`~dynakrag.postgres.local_server.LocalPo
 of this module's own: the tests restart it) takes the checkpoints of ``dynakrag ask --log`` and the
 records of ``dynakrag collect --log``; the model is a fake OpenAI-compatible server on
 loopback, or, for the embedded server, the stdlib stand-in of the supervisor tests; the Dask
-clusters are real (a scheduler and two workers, processes of their own that the tests kill).
+clusters are real (a scheduler and two workers, processes of their own that the tests kill, or
+the local cluster ``eval --workers 2`` starts itself). Orphans: a killed process that started a
+PostgreSQL server or ``langgraph dev`` leaves neither running.
 Each test adds one row to RELIABILITY.md's "Faults at scale" table (runs tried and finished,
 questions and records lost, duplicate records, recovery time). All are fast (seconds each:
 CI runs them).
@@ -14,6 +16,7 @@ CI runs them).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -29,10 +32,12 @@ from typing import Any
 import pytest
 
 from dynakrag import cli
+from dynakrag.data.datasets import data_dir
 from dynakrag.postgres.connections import connect
 from dynakrag.postgres.local_server import LocalPostgres, embedded_postgres_available
 from dynakrag.training.trajectories import read_log_records, write_log_records
-from tests.fakes import demo_responder
+from tests.fakes import FAKE_MODEL_SERVER, demo_responder
+from tests.markers import needs_data
 from tests.reliability.scale_faults import (
     DEMO,
     QUESTIONS,
@@ -44,13 +49,22 @@ from tests.reliability.scale_faults import (
     collect_argv,
     compare_records,
     count,
+    journalled_questions,
+    local_dask_workers,
     lock_table,
     logged,
     reference_records,
     terminate_backends,
     write_demo_corpus,
 )
-from tests.reliability.support import REPO_ROOT, FakeOpenAI, clean_env, no_proxy, serving
+from tests.reliability.support import (
+    LANGGRAPH,
+    REPO_ROOT,
+    FakeOpenAI,
+    clean_env,
+    no_proxy,
+    serving,
+)
 
 pytestmark = [
     pytest.mark.faults,
@@ -402,43 +416,6 @@ def test_two_users_runs_do_not_cross(server, database, fault_row: Report) -> Non
 # --------------------------------------------------------------------------------------------
 # The embedded model server killed mid-generation
 
-HOLDING_SERVER = textwrap.dedent(
-    """
-    import http.server, json, os, sys, time
-    port, launches, hold, generating = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-    with open(launches, "a") as f:
-        f.write(f"{os.getpid()}\\n")
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def _send(self, body):
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            self._send(b'{"object": "list", "data": [{"id": "local", "object": "model"}]}')
-
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            while os.path.exists(hold):  # mid-generation until killed
-                open(generating, "w").close()
-                time.sleep(0.05)
-            self._send(json.dumps({
-                "id": "x", "object": "chat.completion", "created": 0, "model": "local",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": "alive"}}],
-                "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
-            }).encode())
-
-        def log_message(self, *args):
-            pass
-
-    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
-    """
-)
-
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
@@ -470,12 +447,13 @@ def test_model_server_killed_mid_generation(
     from dynakrag.llm import embedded
     from dynakrag.llm.shared_server import SharedServer
 
-    script = tmp_path / "holding_server.py"
-    script.write_text(HOLDING_SERVER, encoding="utf-8")
+    script = tmp_path / "fake_model_server.py"
+    script.write_text(FAKE_MODEL_SERVER, encoding="utf-8")
     launches, hold, generating = tmp_path / "launches", tmp_path / "hold", tmp_path / "generating"
+    files = [launches, tmp_path / "requests", "", hold, generating]  # no BUSY file
 
     def factory(port: int) -> list[str]:
-        return [sys.executable, str(script), str(port), str(launches), str(hold), str(generating)]
+        return [sys.executable, str(script), str(port), "0", *map(str, files)]
 
     servers: list[Any] = []
 
@@ -565,15 +543,16 @@ DISK_KB = 1536
 
 
 def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) -> None:
-    """``ask --log`` into a SQLite log on a full disk, and an eval journal on it: a one-line
-    error, and what was written before stays readable."""
+    """``ask --log`` into a SQLite log on a full disk, and an eval journal on it: the run the
+    disk filled under still prints its answer, then a one-line error naming the log and why
+    (exit 1); what was written before stays readable."""
     from dynakrag.training.trajectories import list_threads, read_transitions
     from dynakrag.workers import Journal, JournalWriteError
 
     corpus = write_demo_corpus(tmp_path / "demo.jsonl")
     disk = tmp_path / "disk"
     questions = [e.question for e in DEMO]
-    finished, error, journal_error, kept = 0, "", "", 0
+    finished, error, journal_error, kept, answered = 0, "", "", 0, False
     with small_disk(disk, DISK_KB) as how:
         log = disk / "runs.sqlite"
         journal = Journal(disk / "eval.json.partial.jsonl", {"run": 1})
@@ -585,6 +564,8 @@ def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) ->
             captured = capsys.readouterr()
             if code != 0:
                 error = captured.err.strip()
+                last = (captured.out.strip().splitlines() or [""])[-1]
+                answered = last.startswith(("Answer:", "No answer:"))
                 break
             finished += 1
         try:
@@ -603,15 +584,18 @@ def test_log_disk_full(fake_model, tmp_path: Path, capsys, fault_row: Report) ->
             f"log disk full ({how}, {DISK_KB} KiB)",
             "ask --log FILE.sqlite + eval journal",
             finished + 1,
-            finished,
-            1,
+            finished + int(answered),
+            int(not answered),
             0,
             0,
             None,
-            f"error: {error[:70]}; {readable} runs and {kept} journal lines readable",
+            f"{'answer printed, then ' if answered else ''}error: cannot write the log: "
+            f"{error.partition(f'{log}: ')[2].split(';')[0][:60]}; "
+            f"{readable} runs and {kept} journal lines readable",
         )
     )
-    assert error.startswith("dynakrag: error:") and "\n" not in error
+    assert error.startswith("dynakrag: error: cannot write the trajectory log "), error
+    assert "\n" not in error and answered
     assert "full" in error or "space" in error.lower() or "large" in error.lower()
     assert integrity == "ok" and readable >= finished > 0, (error, log.stat().st_size)
     assert journal_error and "\n" not in journal_error and kept >= 100
@@ -670,19 +654,82 @@ def test_killed_owner_leaves_no_postgres(tmp_path: Path, fault_row: Report) -> N
     assert gone, "the killed owner's PostgreSQL outlived it"
 
 
+DEV_SERVER_OWNER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from tests.reliability.support import clean_env, dev_server
+    env = clean_env(DYNAKRAG_CACHE_DIR=sys.argv[2], OPENAI_API_KEY="dummy",
+                    DYNAKRAG_LLM_BASE_URL="http://127.0.0.1:9/v1")
+    with dev_server(env, Path(sys.argv[1])) as server:
+        print(server.process.pid, flush=True)
+        time.sleep(600)
+    """
+)
+
+
+@pytest.mark.skipif(not LANGGRAPH.exists(), reason="needs the langgraph CLI (dynakrag[studio])")
+def test_terminated_test_leaves_no_dev_server(tmp_path: Path, fault_row: Report) -> None:
+    """A test process serving ``langgraph dev`` (the studio fixtures' launcher) is SIGTERMed,
+    as CI does to a job it cancels: Python runs no ``finally`` then, and the server, in a
+    session of its own, would be orphaned; the kernel kills it with its parent."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", DEV_SERVER_OWNER, str(tmp_path / "dev.log"), str(tmp_path)],
+        cwd=REPO_ROOT,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        line = owner.stdout.readline()
+        assert line.strip().isdigit(), (tmp_path / "dev.log").read_text(errors="replace")[-2000:]
+        pid = int(line)
+        assert not _pid_gone(pid)
+        killed_at = time.monotonic()
+        owner.send_signal(signal.SIGTERM)
+        owner.wait(timeout=30)
+        gone = _wait_for(lambda: _pid_gone(pid), timeout=10)
+        recovery = time.monotonic() - killed_at
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        if "pid" in locals() and not _pid_gone(pid):
+            os.kill(pid, signal.SIGKILL)  # what the test found orphaned: not left running
+    fault_row(
+        FaultRow(
+            "test process serving langgraph dev SIGTERMed",
+            "orphan clean-up",
+            1,
+            int(gone),
+            0,
+            0,
+            0,
+            recovery,
+            "dev server gone with its parent (PR_SET_PDEATHSIG)",
+        )
+    )
+    assert gone, "langgraph dev outlived the test process that started it"
+
+
 # --------------------------------------------------------------------------------------------
 # Dask: a worker killed, the scheduler lost, the run resumed
 
 DASK_QUESTIONS = 6
 """Questions of a Dask run: two workers are both mid-question when the fault fires."""
 needs_dask = pytest.mark.skipif(not _has_dask(), reason="needs dynakrag[scale]")
+DATA_DIR = data_dir(must_exist=False)
+"""The benchmark samples, found before the fixtures clear ``DYNAKRAG_*`` settings."""
 
 
-@pytest.fixture
-def slow_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """The fake demo model taking 20 ms a reply (a question then lasts long enough for a fault
-    to land in it), for this process and, through the returned environment, the workers."""
-    reader = demo_responder({e.question: e.answers[0] for e in DEMO})
+@contextlib.contextmanager
+def slow_fake_model(
+    answers: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[FakeOpenAI, dict[str, str]]]:
+    """A fake model knowing ``answers`` and taking 20 ms a reply (a question then lasts long
+    enough for a fault to land in it), for this process (and the workers it starts) and,
+    through the returned environment, the workers of a :class:`DaskCluster`."""
+    reader = demo_responder(answers)
 
     def respond(messages: list[Any]) -> str:
         time.sleep(0.02)
@@ -694,7 +741,15 @@ def slow_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict
             monkeypatch.setenv(name, value)
         monkeypatch.setenv("DYNAKRAG_CACHE_DIR", str(tmp_path / "cache"))
         # The workers' own cache: no reply of the reference run to replay.
-        yield clean_env(**settings, DYNAKRAG_CACHE_DIR=str(tmp_path / "worker-cache"))
+        yield fake, clean_env(**settings, DYNAKRAG_CACHE_DIR=str(tmp_path / "worker-cache"))
+
+
+@pytest.fixture
+def slow_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """:func:`slow_fake_model` answering the demo questions."""
+    answers = {e.question: e.answers[0] for e in DEMO}
+    with slow_fake_model(answers, tmp_path, monkeypatch) as (_, env):
+        yield env
 
 
 @needs_dask
@@ -736,6 +791,89 @@ def test_collect_survives_a_killed_worker(
     assert code == 0, error
     assert survivors == 1 and injector.progress_at_fault < DASK_QUESTIONS
     assert (check.questions_lost, check.records_lost, check.duplicates) == (0, 0, 0)
+
+
+@needs_dask
+@needs_data
+def test_eval_on_workers_survives_a_killed_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, fault_row: Report
+) -> None:
+    """``eval --workers 2`` (the command's own local cluster, a nanny per worker): one worker
+    process SIGKILLed while both run a question. Dask reruns its question (the nanny restarts
+    the worker); every question is answered once, in the results and in the journal, with the
+    records of a single-process run."""
+    from collections import Counter
+
+    from dynakrag.data.datasets import load_examples
+    from dynakrag.workers import Journal, journal_path
+
+    monkeypatch.setenv("DYNAKRAG_DATA_DIR", str(DATA_DIR))
+    examples = load_examples("hotpotqa", "eval", DASK_QUESTIONS)
+    argv = ["eval", "--dataset", "hotpotqa", "--split", "eval", "--setting", "distractor"]
+    argv += ["--method", "dynakrag", "--retriever", "bm25", "--limit", str(DASK_QUESTIONS)]
+    argv += ["--no-cache", "--quiet"]  # no reply replayed: the killed question runs again
+    journalled: list[str] = []
+    remove = Journal.remove
+
+    def keep_lines(journal: Journal) -> None:  # the journal's lines, before the run drops it
+        journalled.extend(journal.path.read_text(encoding="utf-8").splitlines()[1:])
+        remove(journal)
+
+    monkeypatch.setattr(Journal, "remove", keep_lines)
+    out = tmp_path / "run.json"
+    answers = {e.question: e.answers[0] for e in examples}
+    with slow_fake_model(answers, tmp_path, monkeypatch) as (fake, _):
+        assert cli.main([*argv, "--out", str(tmp_path / "reference.json")]) == 0
+        journalled.clear()
+        reference_requests = fake.requests
+        killed: list[int] = []
+
+        def kill_a_worker() -> None:
+            killed.append(local_dask_workers()[0])
+            os.kill(killed[0], signal.SIGKILL)
+
+        injector = Injector(lambda: journalled_questions(journal_path(out)), 1, kill_a_worker)
+        capsys.readouterr()
+        injector.start()
+        try:
+            code = cli.main([*argv, "--workers", "2", "--out", str(out)])
+        finally:
+            injector.finish()
+        rerun_requests = fake.requests - 2 * reference_requests  # the killed question's
+    error = capsys.readouterr().err.strip()
+    assert injector.fired.is_set() and killed, "the fault never fired"
+    expected = json.loads((tmp_path / "reference.json").read_text())["questions"]
+    results = json.loads(out.read_text())["questions"] if code == 0 else []
+    asked = [e.id for e in examples]
+    answered = Counter(r["id"] for r in results)
+    keys = Counter(json.loads(line)["key"].rsplit(":", 1)[1] for line in journalled)
+    lost = len(set(asked) - set(answered)) + len(set(asked) - set(keys))
+    duplicates = sum(n - 1 for n in answered.values()) + sum(n - 1 for n in keys.values())
+    same = [_without_latency(r) for r in results] == [_without_latency(r) for r in expected]
+    fault_row(
+        FaultRow(
+            "Dask worker SIGKILLed mid-question (1 of 2, nanny)",
+            "eval --workers 2",
+            1,
+            int(code == 0),
+            lost,
+            0 if same else len(expected),
+            duplicates,
+            injector.recovery_s,
+            f"killed at {injector.progress_at_fault}/{DASK_QUESTIONS} questions journalled, "
+            f"{rerun_requests} model requests redone; results "
+            f"{'equal' if same else 'unequal'} to one process's, journal checked too",
+        )
+    )
+    assert code == 0, error
+    assert injector.progress_at_fault < DASK_QUESTIONS
+    assert rerun_requests > 0, "the killed worker was not mid-question"
+    assert (lost, duplicates) == (0, 0), (answered, keys)
+    assert same
+
+
+def _without_latency(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key != "latency_s"}
 
 
 @needs_dask

@@ -4,10 +4,12 @@ user's own (not the demo world), with the fake model: ask --log, gold files, tra
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import pickle
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -253,6 +255,63 @@ def test_a_log_that_is_not_a_database_exits_2(
     code, _, err = run_cli(["ask", "Where?", "--corpus", world, "--log", bad], capsys)
     assert code == 2
     assert "trajectory log" in err and len(err.strip().splitlines()) == 1
+
+
+def _pages(log: Path) -> int:
+    with contextlib.closing(sqlite3.connect(log)) as conn:
+        return int(conn.execute("PRAGMA page_count").fetchone()[0])
+
+
+@pytest.mark.parametrize(("fault", "as_json"), [("disk full", True), ("read-only", False)], ids=str)
+def test_a_log_that_stops_taking_writes_keeps_the_answer_and_exits_1(
+    fault: str,
+    as_json: bool,
+    world: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The log opens, then refuses writes mid-run with SQLite's own errors (no small disk, no
+    root needed): room for half a run ("database or disk is full"), or read-only from the
+    start ("attempt to write a readonly database"). The answer is printed, then one line
+    saying which log could not be written and why, exit 1; what was logged stays readable."""
+    from dynakrag.graph import runlog
+
+    question = question_of("Ana Ruiz")
+    reference = tmp_path / "reference.sqlite"
+    assert run_cli(["ask", question, "--corpus", world, "--log", reference], capsys)[0] == 0
+    empty = tmp_path / "empty.sqlite"
+    runlog.close_trajectory_log(runlog.open_trajectory_log(empty))
+    run_pages = _pages(reference) - _pages(empty)
+    opened = runlog.open_trajectory_log
+
+    def limited(target: Any, **options: Any) -> Any:
+        saver = opened(target, **options)
+        if fault == "disk full":
+            pages = saver.conn.execute("PRAGMA page_count").fetchone()[0]
+            saver.conn.execute(f"PRAGMA max_page_count = {pages + run_pages // 2}")
+        else:
+            saver.conn.execute("PRAGMA query_only = ON")
+        return saver
+
+    monkeypatch.setattr(runlog, "open_trajectory_log", limited)
+    log = tmp_path / "runs.sqlite"
+    argv = ["ask", question, "--corpus", world, "--log", log]
+    code, out, err = run_cli([*argv, "--json"] if as_json else argv, capsys)
+    assert code == 1
+    assert err.splitlines() == [err.strip()], err
+    assert err.startswith(f"dynakrag: error: cannot write the trajectory log {log}: "), err
+    reason = "the disk is full" if fault == "disk full" else "is read-only"
+    assert reason in err and "unexpected" not in err
+    if as_json:
+        final = json.loads(out)
+        assert final["answer"] == "Tolleno"
+        logged = [t.action for t in read_transitions(log, final["run_id"])]
+        actions = [entry["action"] for entry in final["trace"]]
+        assert 0 < len(logged) < len(actions) and logged == actions[: len(logged)]
+    else:
+        assert out.strip().splitlines()[-1] == "Answer: Tolleno"  # no "Logged run ..." line
+        assert list_threads(log) == []
 
 
 def test_eval_method_logs_tagged_runs_that_never_train(world: Path, tmp_path: Path) -> None:
