@@ -52,7 +52,7 @@ if str(_HERE) not in sys.path:
 
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from multihop import QA_DATASETS, add_run_options  # noqa: E402
-from runstore import Journal, RunStore, fmt  # noqa: E402
+from runstore import Journal, Progress, RunStore, fmt, result_record  # noqa: E402
 
 from dynakrag import prompts  # noqa: E402
 from dynakrag.configuration import Configuration  # noqa: E402
@@ -254,8 +254,7 @@ def run_set(
         flush=True,
     )
     cache = None if args.no_cache else SQLiteLLMCache.in_dir(base.cache_dir)
-    computed: list[float] = []
-    done = 0
+    progress = Progress("abstention", total, quiet=args.quiet)
     runs: dict[str, list[dict[str, Any]]] = {}
     try:
         llm = llm_client_from_config(base, chat_model=chat_model, cache=cache)
@@ -267,7 +266,7 @@ def run_set(
                 key = f"{method_name}-{setting}"
                 journal = Journal(args.out_dir / f"{args.name}-runs" / f"{key}.jsonl")
                 for item in items:
-                    done += 1
+                    progress.tick()
                     if item.id in journal.done:
                         continue
                     if item.corpus not in searchers:
@@ -277,34 +276,20 @@ def run_set(
                     began = time.perf_counter()
                     result = method.run(item.question, searchers[item.corpus], llm, cfg)
                     seconds = time.perf_counter() - began
-                    computed.append(seconds)
                     journal.add(
                         {
                             "id": item.id,
                             "kind": item.kind,
                             "corpus": item.corpus,
                             "question": item.question,
-                            "prediction": result.prediction,
-                            "abstained": result.abstained,
-                            "abstain_reason": result.abstain_reason,
-                            "answer_citations": result.answer_citations,
                             "gold_answers": list(item.answers),
                             "f1": f1_score(result.prediction, item.answers)
                             if item.answerable
                             else None,
-                            "llm_calls": result.llm_calls,
-                            "tokens": result.prompt_tokens + result.completion_tokens,
-                            "latency_s": round(seconds, 3),
+                            **result_record(result, seconds),
                         }
                     )
-                    eta = statistics.fmean(computed) * (total - done)
-                    if not args.quiet:
-                        print(
-                            f"[abstention] {done}/{total} {key} {item.kind}: {seconds:.1f} s; "
-                            f"ETA {eta / 60:.1f} min",
-                            file=sys.stderr,
-                            flush=True,
-                        )
+                    progress.computed(seconds, f"{key} {item.kind}")
                 runs[key] = [journal.done[item.id] for item in items]
     finally:
         if cache is not None:

@@ -31,7 +31,7 @@ if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))  # the shared helpers beside this script, also when imported
 
 from multihop import add_run_options  # noqa: E402
-from runstore import Journal, fmt  # noqa: E402
+from runstore import Journal, Progress, fmt, result_record  # noqa: E402
 
 from dynakrag.configuration import Configuration  # noqa: E402
 from dynakrag.eval.methods import get_method  # noqa: E402
@@ -101,8 +101,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     options = {"policy": args.policy} if args.policy else {}
     method = get_method("dynakrag", **options)
     cache = None if args.no_cache else SQLiteLLMCache.in_dir(base.cache_dir)
-    computed: list[float] = []
-    done = 0
+    progress = Progress("demo-world", total, quiet=args.quiet)
     runs: dict[str, list[dict[str, Any]]] = {}
     try:
         llm = llm_client_from_config(base, chat_model=chat_model, cache=cache)
@@ -110,13 +109,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cfg = base.merged({**overrides, "seed": args.seed})
             journal = Journal(args.out_dir / f"{args.name}-runs" / f"{name}.jsonl")
             for question in questions:
-                done += 1
+                progress.tick()
                 if question.id in journal.done:
                     continue
                 began = time.perf_counter()
                 result = method.run(question.question, searcher, llm, cfg)
                 seconds = time.perf_counter() - began
-                computed.append(seconds)
                 retrieved = {
                     pid for step in result.details.get("trace", []) for pid in step.get("added", [])
                 }
@@ -127,29 +125,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "hops": question.hops,
                         "question": question.question,
                         "gold": question.answer,
-                        "prediction": result.prediction,
-                        "abstained": result.abstained,
-                        "abstain_reason": result.abstain_reason,
                         "em": exact_match(result.prediction, [question.answer]),
                         "f1": f1_score(result.prediction, [question.answer]),
                         "chain_found": set(question.support) <= retrieved,
                         "support_found": len(set(question.support) & retrieved),
                         "support": len(question.support),
                         "actions": result.actions,
-                        "llm_calls": result.llm_calls,
-                        "tokens": result.prompt_tokens + result.completion_tokens,
-                        "latency_s": round(seconds, 3),
+                        **result_record(result, seconds),
                     }
                 )
-                eta = statistics.fmean(computed) * (total - done)
-                if not args.quiet:
-                    print(
-                        f"[demo-world] {done}/{total} {name} {question.id}: {seconds:.1f} s, "
-                        f"{'right' if journal.done[question.id]['em'] else 'wrong'}; "
-                        f"ETA {eta / 60:.1f} min",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                verdict = "right" if journal.done[question.id]["em"] else "wrong"
+                progress.computed(seconds, f"{name} {question.id} ({verdict})")
             runs[name] = [journal.done[q.id] for q in questions]
     finally:
         if cache is not None:

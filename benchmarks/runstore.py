@@ -43,6 +43,43 @@ class Journal:
         self.done[record["id"]] = record
 
 
+class Progress:
+    """Progress lines with an ETA for a journalled loop: ``tick()`` per item, ``computed(s)``
+    per item that was computed (not replayed from the journal)."""
+
+    def __init__(self, label: str, total: int, *, quiet: bool = False) -> None:
+        self.label, self.total, self.quiet = label, total, quiet
+        self.done = 0
+        self._seconds: list[float] = []
+
+    def tick(self) -> None:
+        self.done += 1
+
+    def computed(self, seconds: float, text: str) -> None:
+        self._seconds.append(seconds)
+        eta = statistics.fmean(self._seconds) * (self.total - self.done)
+        if not self.quiet:
+            print(
+                f"[{self.label}] {self.done}/{self.total} {text}: {seconds:.1f} s; "
+                f"ETA {eta / 60:.1f} min",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def result_record(result: Any, seconds: float) -> dict[str, Any]:
+    """What every journal keeps of one method run (a ``MethodResult``) besides its question."""
+    return {
+        "prediction": result.prediction,
+        "abstained": result.abstained,
+        "abstain_reason": result.abstain_reason,
+        "answer_citations": result.answer_citations,
+        "llm_calls": result.llm_calls,
+        "tokens": result.prompt_tokens + result.completion_tokens,
+        "latency_s": round(seconds, 3),
+    }
+
+
 class RunStore:
     """Finished runs as JSON files in ``directory``; ``run`` computes only missing ones."""
 
