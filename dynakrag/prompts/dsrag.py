@@ -11,6 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from dynakrag.prompts.passages import few_shot_messages
+
 EPQD_SYSTEM = (
     "You turn a question into sub-questions for document search. The question has been "
     "separated into numbered parts at its conjunctions and commas. For each separated part, "
@@ -65,12 +67,11 @@ def _epqd_request(question: str, parts: Sequence[str]) -> str:
 
 def epqd_messages(question: str, parts: Sequence[str]) -> list[tuple[str, str]]:
     """Few-shot messages asking for one sub-question per separated part (EPQD)."""
-    messages: list[tuple[str, str]] = [("system", EPQD_SYSTEM)]
-    for example_question, example_parts, sub_questions in EPQD_EXAMPLES:
-        messages.append(("human", _epqd_request(example_question, example_parts)))
-        messages.append(("ai", json.dumps({"sub_questions": sub_questions})))
-    messages.append(("human", _epqd_request(question, parts)))
-    return messages
+    shots = (
+        (_epqd_request(example, example_parts), json.dumps({"sub_questions": sub_questions}))
+        for example, example_parts, sub_questions in EPQD_EXAMPLES
+    )
+    return few_shot_messages(EPQD_SYSTEM, shots, _epqd_request(question, parts))
 
 
 def epqd_repair_messages(
@@ -111,12 +112,11 @@ DSRAG_ENTITY_EXAMPLES: tuple[tuple[str, list[str]], ...] = (
 
 def dsrag_entity_messages(sub_question: str) -> list[tuple[str, str]]:
     """Few-shot messages asking for the entities of one sub-question."""
-    messages: list[tuple[str, str]] = [("system", DSRAG_ENTITY_SYSTEM)]
-    for example, entities in DSRAG_ENTITY_EXAMPLES:
-        messages.append(("human", f"Question: {example}\nJSON:"))
-        messages.append(("ai", json.dumps({"entities": entities})))
-    messages.append(("human", f"Question: {sub_question}\nJSON:"))
-    return messages
+    shots = (
+        (f"Question: {example}\nJSON:", json.dumps({"entities": entities}))
+        for example, entities in DSRAG_ENTITY_EXAMPLES
+    )
+    return few_shot_messages(DSRAG_ENTITY_SYSTEM, shots, f"Question: {sub_question}\nJSON:")
 
 
 DSRAG_RELATION_SYSTEM = (
@@ -153,12 +153,15 @@ def dsrag_relation_messages(
     sub_question: str, entities: Sequence[str], relations: Sequence[str]
 ) -> list[tuple[str, str]]:
     """Few-shot messages asking for the entity pair of each relation type."""
-    messages: list[tuple[str, str]] = [("system", DSRAG_RELATION_SYSTEM)]
-    for example, example_entities, example_relations, triples in DSRAG_RELATION_EXAMPLES:
-        messages.append(("human", _relation_request(example, example_entities, example_relations)))
-        messages.append(("ai", json.dumps({"triples": triples})))
-    messages.append(("human", _relation_request(sub_question, entities, relations)))
-    return messages
+    shots = (
+        (
+            _relation_request(example, example_entities, example_relations),
+            json.dumps({"triples": triples}),
+        )
+        for example, example_entities, example_relations, triples in DSRAG_RELATION_EXAMPLES
+    )
+    request = _relation_request(sub_question, entities, relations)
+    return few_shot_messages(DSRAG_RELATION_SYSTEM, shots, request)
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,10 +286,12 @@ def _analysis_request(question: str, sub_questions: Sequence[str]) -> str:
 def analysis_messages(question: str, sub_questions: Sequence[str] = ()) -> list[tuple[str, str]]:
     """Few-shot messages asking for the entities a question asks about, each with the fact
     asked, its describing names and one sub-question (optionally aligned to ``sub_questions``)."""
-    messages: list[tuple[str, str]] = [("system", ANALYSIS_SYSTEM)]
-    for example, example_subs, items in ANALYSIS_EXAMPLES:
-        messages.append(("human", _analysis_request(example, example_subs)))
-        # Compact JSON: every token of the examples is read again at each call.
-        messages.append(("ai", json.dumps({"sub_questions": items}, separators=(",", ":"))))
-    messages.append(("human", _analysis_request(question, sub_questions)))
-    return messages
+    # Compact JSON: every token of the examples is read again at each call.
+    shots = (
+        (
+            _analysis_request(example, example_subs),
+            json.dumps({"sub_questions": items}, separators=(",", ":")),
+        )
+        for example, example_subs, items in ANALYSIS_EXAMPLES
+    )
+    return few_shot_messages(ANALYSIS_SYSTEM, shots, _analysis_request(question, sub_questions))

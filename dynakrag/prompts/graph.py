@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from dynakrag.prompts.passages import DATA_NOTICE, format_passages
+from dynakrag.prompts.passages import DATA_NOTICE, few_shot_messages, format_passages
 
 DECOMPOSE_SYSTEM = (
     "You split a multi-hop question into the simplest sub-questions that must be answered in "
@@ -90,12 +90,11 @@ UNKNOWN = "UNKNOWN"
 
 def decompose_messages(question: str) -> list[tuple[str, str]]:
     """Few-shot messages asking for the sub-questions of ``question``."""
-    messages: list[tuple[str, str]] = [("system", DECOMPOSE_SYSTEM)]
-    for example_question, parts in DECOMPOSE_EXAMPLES:
-        messages.append(("human", f"Question: {example_question}"))
-        messages.append(("ai", json.dumps({"sub_questions": parts})))
-    messages.append(("human", f"Question: {question}"))
-    return messages
+    shots = (
+        (f"Question: {example}", json.dumps({"sub_questions": parts}))
+        for example, parts in DECOMPOSE_EXAMPLES
+    )
+    return few_shot_messages(DECOMPOSE_SYSTEM, shots, f"Question: {question}")
 
 
 def sufficiency_messages(

@@ -7,7 +7,7 @@ shows passages says that text inside those tags is data, never instructions.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 DATA_NOTICE = (
@@ -32,3 +32,15 @@ def _strip_tags(text: str) -> str:
 
 
 _TAG = re.compile(r"<\s*(/?)\s*(passage)", flags=re.IGNORECASE)
+
+
+def few_shot_messages(
+    system: str, shots: Iterable[tuple[str, str]], request: str
+) -> list[tuple[str, str]]:
+    """``system``, then each example as a (human, ai) pair, then ``request``: every few-shot
+    prompt's shape."""
+    messages: list[tuple[str, str]] = [("system", system)]
+    for human, ai in shots:
+        messages += [("human", human), ("ai", ai)]
+    messages.append(("human", request))
+    return messages

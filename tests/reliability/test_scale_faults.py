@@ -619,25 +619,7 @@ OWNER = textwrap.dedent(
 def test_killed_owner_leaves_no_postgres(tmp_path: Path, fault_row: Report) -> None:
     """A process that started a LocalPostgres is SIGKILLed (no clean-up of its own runs): its
     watchdog stops the server and removes the data folder."""
-    owner = subprocess.Popen(
-        [sys.executable, "-c", OWNER],
-        cwd=REPO_ROOT,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert owner.stdout is not None
-        pid = int(owner.stdout.readline())
-        assert not _pid_gone(pid)
-        killed_at = time.monotonic()
-        owner.send_signal(signal.SIGKILL)
-        owner.wait(timeout=30)
-        gone = _wait_for(lambda: _pid_gone(pid), timeout=90)
-        recovery = time.monotonic() - killed_at
-    finally:
-        if owner.poll() is None:
-            owner.kill()
+    gone, recovery = _child_gone_with_owner([OWNER], signal.SIGKILL, timeout=90)
     fault_row(
         FaultRow(
             "process owning a LocalPostgres SIGKILLed",
@@ -652,6 +634,38 @@ def test_killed_owner_leaves_no_postgres(tmp_path: Path, fault_row: Report) -> N
         )
     )
     assert gone, "the killed owner's PostgreSQL outlived it"
+
+
+def _child_gone_with_owner(
+    script: list[str], sig: signal.Signals, *, timeout: float, log: Path | None = None
+) -> tuple[bool, float]:
+    """Run ``python -c script...`` (it prints the pid of the server it owns), send it ``sig``;
+    whether the server is gone within ``timeout`` seconds, and how long that took. A server
+    found orphaned is killed, not left running."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", *script],
+        cwd=REPO_ROOT,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    pid = None
+    try:
+        assert owner.stdout is not None
+        line = owner.stdout.readline()
+        assert line.strip().isdigit(), log.read_text(errors="replace")[-2000:] if log else line
+        pid = int(line)
+        assert not _pid_gone(pid)
+        killed_at = time.monotonic()
+        owner.send_signal(sig)
+        owner.wait(timeout=30)
+        gone = _wait_for(lambda: _pid_gone(pid), timeout=timeout)
+        return gone, time.monotonic() - killed_at
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        if pid is not None and not _pid_gone(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 DEV_SERVER_OWNER = textwrap.dedent(
@@ -673,29 +687,10 @@ def test_terminated_test_leaves_no_dev_server(tmp_path: Path, fault_row: Report)
     """A test process serving ``langgraph dev`` (the studio fixtures' launcher) is SIGTERMed,
     as CI does to a job it cancels: Python runs no ``finally`` then, and the server, in a
     session of its own, would be orphaned; the kernel kills it with its parent."""
-    owner = subprocess.Popen(
-        [sys.executable, "-c", DEV_SERVER_OWNER, str(tmp_path / "dev.log"), str(tmp_path)],
-        cwd=REPO_ROOT,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        text=True,
+    log = tmp_path / "dev.log"
+    gone, recovery = _child_gone_with_owner(
+        [DEV_SERVER_OWNER, str(log), str(tmp_path)], signal.SIGTERM, timeout=10, log=log
     )
-    try:
-        assert owner.stdout is not None
-        line = owner.stdout.readline()
-        assert line.strip().isdigit(), (tmp_path / "dev.log").read_text(errors="replace")[-2000:]
-        pid = int(line)
-        assert not _pid_gone(pid)
-        killed_at = time.monotonic()
-        owner.send_signal(signal.SIGTERM)
-        owner.wait(timeout=30)
-        gone = _wait_for(lambda: _pid_gone(pid), timeout=10)
-        recovery = time.monotonic() - killed_at
-    finally:
-        if owner.poll() is None:
-            owner.kill()
-        if "pid" in locals() and not _pid_gone(pid):
-            os.kill(pid, signal.SIGKILL)  # what the test found orphaned: not left running
     fault_row(
         FaultRow(
             "test process serving langgraph dev SIGTERMed",
