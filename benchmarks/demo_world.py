@@ -7,9 +7,12 @@ exact match and F1 of the answer, the share of questions whose every gold passag
 (the chain followed to its end), the abstain rate, and model calls and tokens per question.
 
 A variant is ``NAME`` or ``NAME:FIELD=VALUE[,FIELD=VALUE...]`` over the configuration (e.g.
-``sequential:sub_question_answering=sequential``). Per-question records are journalled
-(``<out-dir>/<name>-runs/<variant>.jsonl``) so a killed run resumes; progress with an ETA goes
-to stderr. Writes ``<name>.json`` and ``<name>.md`` under ``--out-dir``.
+``sequential:sub_question_answering=sequential``); ``method=M`` runs another method (``naive``,
+``ircot``, ``decompose``) instead of the graph. ``--world-seeds`` runs the worlds of other seeds
+(default: the shipped world's). Per-question records, with the run's trace (plan, hops and why
+each stood or failed, search queries, retrieved ids), are journalled
+(``<out-dir>/<name>-runs/<variant>[-w<seed>].jsonl``) so a killed run resumes; progress with an
+ETA goes to stderr. Writes ``<name>.json`` and ``<name>.md`` under ``--out-dir``.
 
     .venv/bin/python benchmarks/demo_world.py --variants joint:sub_question_answering=joint \
         sequential:sub_question_answering=sequential
@@ -49,7 +52,7 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
     overrides: dict[str, str] = {}
     for pair in filter(None, settings.split(",")):
         field, sep, value = pair.partition("=")
-        if not sep or field not in Configuration.model_fields:
+        if not sep or (field not in Configuration.model_fields and field != "method"):
             raise SystemExit(f"demo_world: bad variant setting {pair!r} (FIELD=VALUE)")
         overrides[field] = value
     return name, overrides
@@ -60,6 +63,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--variants", nargs="+", default=["default"])
     parser.add_argument("--limit", type=int, default=None, help="the first N questions only")
     parser.add_argument("--policy", default=None, help="the graph's policy (default: configured)")
+    parser.add_argument(
+        "--world-seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="worlds of these seeds (default: the shipped world's seed)",
+    )
     add_run_options(parser, "demo-world", "the tests' scripted reader (smoke runs)")
     return parser.parse_args(argv)
 
@@ -71,8 +81,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from dynakrag.llm.factory import llm_client_from_config
     from dynakrag.routing.factory import build_searcher, needs_embeddings
 
-    world = generate_demo_corpus(DEMO_SEED)
-    questions = list(world.questions)[: args.limit]
+    seeds = args.world_seeds or [DEMO_SEED]
+    worlds = {seed: generate_demo_corpus(seed) for seed in seeds}
+    questions_of = {seed: list(world.questions)[: args.limit] for seed, world in worlds.items()}
     base = Configuration.from_env()
     chat_model = None
     if args.fake_llm:
@@ -80,73 +91,118 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             sys.path.insert(0, str(_HERE.parent))
         from tests.fakes import demo_chat_model
 
-        chat_model = demo_chat_model({q.question: q.answer for q in questions})
+        chat_model = demo_chat_model(
+            {q.question: q.answer for qs in questions_of.values() for q in qs}
+        )
         args.no_cache = True  # never mix scripted replies into the real model's cache
     embeddings = None
     if needs_embeddings(base.retriever):
         from dynakrag.retrieval.embeddings import default_embeddings
 
         embeddings = default_embeddings(batch_size=base.embedding_batch_size)
-    searcher = build_searcher(
-        base.retriever, list(demo_passages(world)), embeddings=embeddings, seed=args.seed
-    )
     variants = [parse_variant(text) for text in args.variants]
-    total = len(variants) * len(questions)
+    total = len(variants) * sum(len(qs) for qs in questions_of.values())
     print(
-        f"[demo-world] {len(questions)} questions x {len(variants)} variants = {total} runs; "
+        f"[demo-world] {total} runs ({len(variants)} variants x {len(seeds)} worlds); "
         f"first estimate ~{total * SECONDS_PER_QUESTION / 60:.0f} min on the embedded model",
         file=sys.stderr,
         flush=True,
     )
-    options = {"policy": args.policy} if args.policy else {}
-    method = get_method("dynakrag", **options)
     cache = None if args.no_cache else SQLiteLLMCache.in_dir(base.cache_dir)
     progress = Progress("demo-world", total, quiet=args.quiet)
     runs: dict[str, list[dict[str, Any]]] = {}
     try:
         llm = llm_client_from_config(base, chat_model=chat_model, cache=cache)
-        for name, overrides in variants:
-            cfg = base.merged({**overrides, "seed": args.seed})
-            journal = Journal(args.out_dir / f"{args.name}-runs" / f"{name}.jsonl")
-            for question in questions:
-                progress.tick()
-                if question.id in journal.done:
-                    continue
-                began = time.perf_counter()
-                result = method.run(question.question, searcher, llm, cfg)
-                seconds = time.perf_counter() - began
-                retrieved = {
-                    pid for step in result.details.get("trace", []) for pid in step.get("added", [])
-                }
-                journal.add(
-                    {
-                        "id": question.id,
-                        "kind": question.kind,
-                        "hops": question.hops,
-                        "question": question.question,
-                        "gold": question.answer,
-                        "em": exact_match(result.prediction, [question.answer]),
-                        "f1": f1_score(result.prediction, [question.answer]),
-                        "chain_found": set(question.support) <= retrieved,
-                        "support_found": len(set(question.support) & retrieved),
-                        "support": len(question.support),
-                        "actions": result.actions,
-                        **result_record(result, seconds),
-                    }
-                )
-                verdict = "right" if journal.done[question.id]["em"] else "wrong"
-                progress.computed(seconds, f"{name} {question.id} ({verdict})")
-            runs[name] = [journal.done[q.id] for q in questions]
+        for seed in seeds:
+            searcher = build_searcher(
+                base.retriever,
+                list(demo_passages(worlds[seed])),
+                embeddings=embeddings,
+                seed=args.seed,
+            )
+            for name, overrides in variants:
+                settings = dict(overrides)
+                method_name = settings.pop("method", "dynakrag")
+                options = {"policy": args.policy} if args.policy else {}
+                method = get_method(method_name, **(options if method_name == "dynakrag" else {}))
+                cfg = base.merged({**settings, "seed": args.seed})
+                suffix = "" if seed == DEMO_SEED else f"-w{seed}"
+                journal = Journal(args.out_dir / f"{args.name}-runs" / f"{name}{suffix}.jsonl")
+                for question in questions_of[seed]:
+                    progress.tick()
+                    if question.id in journal.done:
+                        continue
+                    began = time.perf_counter()
+                    result = method.run(question.question, searcher, llm, cfg)
+                    seconds = time.perf_counter() - began
+                    journal.add(question_record(question, seed, result, seconds))
+                    verdict = "right" if journal.done[question.id]["em"] else "wrong"
+                    progress.computed(seconds, f"{name} w{seed} {question.id} ({verdict})")
+                runs.setdefault(name, []).extend(journal.done[q.id] for q in questions_of[seed])
     finally:
         if cache is not None:
             cache.close()
     return {
         "commit": git_commit(),
         "variants": dict(variants),
-        "questions": len(questions),
+        "questions": sum(len(qs) for qs in questions_of.values()),
+        "world_seeds": seeds,
         "retriever": base.retriever,
         "rows": [row for name, records in runs.items() for row in score(name, records)],
         "runs": runs,
+    }
+
+
+def question_record(question: Any, seed: int, result: Any, seconds: float) -> dict[str, Any]:
+    """One question's journal record: scores, cost and the run's trace (plan, hops, queries,
+    retrieved ids), so a failure can be classified from the records."""
+    trace = result.details.get("trace", [])
+    retrieved = {pid for step in trace for pid in step.get("added", [])}
+    plan = next((step["plan"] for step in trace if step.get("plan")), None)
+    return {
+        "id": question.id,
+        "world_seed": seed,
+        "kind": question.kind,
+        "hops": question.hops,
+        "question": question.question,
+        "gold": question.answer,
+        "gold_support": list(question.support),
+        "em": exact_match(result.prediction, [question.answer]),
+        "f1": f1_score(result.prediction, [question.answer]),
+        "chain_found": set(question.support) <= retrieved,
+        "support_found": len(set(question.support) & retrieved),
+        "support": len(question.support),
+        "actions": result.actions,
+        "abstain_reason": result.abstain_reason,
+        "plan": plan,
+        "chain": [
+            {
+                k: hop.get(k)
+                for k in (
+                    "question",
+                    "expects",
+                    "status",
+                    "answer",
+                    "passage",
+                    "sentence",
+                    "via",
+                    "queries",
+                    "rejected",
+                    "why",
+                )
+            }
+            for hop in result.details.get("hops", [])
+        ],
+        "searches": [
+            {
+                "action": step.get("action"),
+                "query": step.get("search_query"),
+                "added": step.get("added", []),
+            }
+            for step in trace
+            if step.get("search_query")
+        ],
+        **result_record(result, seconds),
     }
 
 
@@ -155,6 +211,10 @@ def score(name: str, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[str, list[dict[str, Any]]] = {"all": list(records)}
     for record in records:
         groups.setdefault(f"{record['kind']}-{record['hops']}", []).append(record)
+    seeds = sorted({record.get("world_seed") for record in records} - {None})
+    if len(seeds) > 1:  # per world too
+        for record in records:
+            groups.setdefault(f"world-{record['world_seed']}", []).append(record)
     rows = []
     for group, members in groups.items():
         n = len(members)

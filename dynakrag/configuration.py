@@ -78,13 +78,16 @@ class Configuration(BaseModel):
         default=3, ge=1, le=50, description="Documents an acquisition action adds to the evidence."
     )
     max_steps: int = Field(
-        default=4,
+        default=16,
         ge=1,
         le=32,
-        description="Control steps (non-terminal actions) before the controller must answer.",
+        description="Control steps (non-terminal actions) before the controller must answer. "
+        "A hop of the chain takes about two (its search and its check), so the default lets a "
+        "4-hop chain finish with a retry and an extension to spare; the heuristic stops as "
+        "soon as the chain is complete, so a one-hop question stays cheap.",
     )
     max_retrieval_calls: int = Field(
-        default=4, ge=1, le=32, description="Retriever calls allowed per question."
+        default=10, ge=1, le=32, description="Retriever calls allowed per question."
     )
     max_final_docs: int = Field(
         default=12, ge=1, le=100, description="Most documents given to the final answer."
@@ -128,13 +131,17 @@ class Configuration(BaseModel):
         "decomposition with #k references) or 'epqd' (DS-RAG entity-preserving: one "
         "sub-question per conjunction/comma-separated part).",
     )
-    sub_question_answering: Literal["joint", "sequential"] = Field(
-        default="joint",
+    sub_question_answering: Literal["joint", "sequential", "chain"] = Field(
+        default="chain",
         description="How sufficiency_check answers the sub-questions from the evidence: "
-        "'joint' (one call answers all of them as a JSON list) or 'sequential' (one call "
+        "'joint' (one call answers all of them as a JSON list), 'sequential' (one call "
         "each, in order, the answers found so far written into later sub-questions' #k; a "
-        "sub-question whose #k is still unknown is not asked). Either way a sub-question that "
-        "depends on an unknown answer stays unknown.",
+        "sub-question whose #k is still unknown is not asked) or 'chain' (hop by hop: each "
+        "sub-question is one hop, asked alone over the passages about its entity once the "
+        "hops before it are resolved; an answer stands only when one sentence states it about "
+        "that entity; the search goes on hop by hop and a bridge question's answer is its "
+        "last hop's). Either way a sub-question that depends on an unknown answer stays "
+        "unknown.",
     )
     dsrag_extraction: DsragExtractionName = Field(
         default="llm",

@@ -34,10 +34,12 @@ __all__ = [
     "QUOTES",
     "REFERENCE",
     "decompose",
+    "joins_facts",
     "quoted_mask",
     "resolve_references",
     "segment_question",
     "separator_pattern",
+    "split_facts",
     "split_outside_quotes",
     "split_query",
 ]
@@ -175,18 +177,113 @@ REFERENCE = re.compile(r"#(\d+)")
 """``#k`` in a sub-question stands for the answer of sub-question k (1-based)."""
 
 
-def decompose(question: str, llm: LLMClient) -> tuple[list[str], Usage]:
-    """Sub-questions of ``question``; falls back to the question itself on an unusable reply."""
+def decompose(
+    question: str, llm: LLMClient, *, split_joined: bool = False
+) -> tuple[list[str], Usage]:
+    """Sub-questions of ``question``; falls back to the question itself on an unusable reply.
+
+    With ``split_joined`` the plan is checked: a sub-question that joins two facts
+    (:func:`joins_facts`) is cut in two (:func:`split_facts`), and a plan that lost words of
+    the question (a relation the model merged away: "birth" of "the birth city of ...") is
+    replaced by the rule split of the question itself when that has several parts.
+    """
     reply, usage = llm.json(
         prompts.decompose_messages(question), max_tokens=prompts.DECOMPOSE_MAX_TOKENS
     )
-    parts = reply.get("sub_questions") if reply else None
-    if not isinstance(parts, list):
+    parts = _sub_questions(reply)
+    if parts is None:
         return [question], usage
+    if split_joined:
+        parts = split_facts(parts)
+        by_rule = split_facts([question])
+        if len(by_rule) > 1 and _lost_words(question, parts):
+            parts = by_rule
+    return (parts[:MAX_SUB_QUESTIONS] or [question]), usage
+
+
+_WORD_PREFIX = 5
+
+
+_PLAIN_WORD = re.compile(r"\b[a-z][a-z'’-]{3,}\b")
+_COMMON_WORDS = frozenset(
+    "what which where when whose whom does did have has had were been being that this these "
+    "those there their them they with from into onto over under about after before some name "
+    "tell give list find also both each either other same than then".split()
+)
+
+
+def _lost_words(question: str, parts: Sequence[str]) -> bool:
+    """Whether a lower-case content word of ``question`` (four letters or more, not a common
+    word) is in none of ``parts``; words are compared on their first five letters."""
+    have = {word[:_WORD_PREFIX] for word in _PLAIN_WORD.findall(" ".join(parts).lower())}
+    return any(
+        word[:_WORD_PREFIX] not in have
+        for word in _PLAIN_WORD.findall(question)
+        if word not in _COMMON_WORDS
+    )
+
+
+def _sub_questions(reply: object) -> list[str] | None:
+    """The non-empty sub-questions of a decomposition reply (None: no usable list)."""
+    parts = reply.get("sub_questions") if isinstance(reply, dict) else None
+    if not isinstance(parts, list):
+        return None
     cleaned = [
         str(part).strip() for part in parts if isinstance(part, str | int) and str(part).strip()
     ]
-    return (cleaned[:MAX_SUB_QUESTIONS] or [question]), usage
+    return cleaned or None
+
+
+_DESCRIBED = re.compile(r"\b(?:the|a|an)\s+[a-z]+\s+(?:where|that|which|who|whom|whose)\s+\w")
+_OF_PHRASE = re.compile(r"\bthe\s+(?:[a-z]+\s+){1,2}of\s")
+
+
+_RELATIVE = re.compile(
+    r"\b(?:the|a|an)\s+([a-z]+(?:\s+[a-z]+)?)\s+(where|that|which|who|whom)\s+([^,?;]+)"
+)
+_LAST_OF = re.compile(r"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(#\d+|[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)")
+
+
+def split_facts(sub_questions: Sequence[str]) -> list[str]:
+    """Sub-questions with each one that joins two facts (:func:`joins_facts`) cut in two,
+    innermost fact first: a thing described by a clause becomes its own question ("Who founded
+    the company where Ada works?" -> "What is the company where Ada works?", "Who founded #1?"),
+    and so does the last of two chained "the X of Y" ("the birth city of the founder of #1" ->
+    "What is the founder of #1?", "... the birth city of #2"). ``#k`` are renumbered."""
+    out: list[str] = []
+    final_of: dict[int, int] = {}  # old 1-based number -> new 1-based number
+
+    def renumber(text: str) -> str:
+        return REFERENCE.sub(lambda m: f"#{final_of.get(int(m.group(1)), int(m.group(1)))}", text)
+
+    for number, part in enumerate(sub_questions, start=1):
+        text = renumber(part)
+        for _ in range(3):  # at most three cuts per sub-question
+            if not joins_facts(text):
+                break
+            relative = _RELATIVE.search(text)
+            chained = list(_LAST_OF.finditer(text))
+            if relative is not None:
+                noun, word, clause = relative.groups()
+                out.append(f"What is the {noun} {word} {clause.strip()}?")
+                text = f"{text[: relative.start()]}#{len(out)}{text[relative.end():]}"
+            elif chained and len(_OF_PHRASE.findall(text.lower())) >= 2:
+                last = chained[-1]
+                out.append(f"What is the {last.group(1)} of {last.group(2)}?")
+                text = f"{text[: last.start()]}#{len(out)}{text[last.end():]}"
+            else:
+                break
+        out.append(text)
+        final_of[number] = len(out)
+    return out
+
+
+def joins_facts(sub_question: str) -> bool:
+    """Whether a sub-question asks two facts at once: it describes a thing by another fact
+    instead of naming it ("Who founded the company where Ada works?"), or chains two "the X
+    of" phrases ("the birth city of the founder of ...")."""
+    lowered = sub_question.lower()
+    return bool(_DESCRIBED.search(lowered)) or len(_OF_PHRASE.findall(lowered)) >= 2
 
 
 def resolve_references(text: str, answers: list[str | None]) -> str:

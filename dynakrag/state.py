@@ -8,7 +8,7 @@ Counters are merged by addition so each node returns only its own deltas.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 ACTIONS: tuple[str, ...] = (
     "retrieve_more",
@@ -65,6 +65,41 @@ class SubQuestion(TypedDict):
     answer: str | None
 
 
+HopKind = Literal["person", "organisation", "place", "date", "number", "yes/no", "text"]
+"""The kind of answer a hop expects (:func:`dynakrag.actions.chain.expected_kind`)."""
+HopStatus = Literal["open", "resolved", "failed"]
+
+
+class Hop(TypedDict):
+    """One single-relation step of the question's chain (:mod:`dynakrag.actions.chain`).
+
+    ``question`` is as planned, ``#k`` standing for hop k's answer; once resolved, ``answer``
+    is stated by ``sentence`` of passage ``passage``, about the hop's entity.
+    """
+
+    question: str
+    expects: HopKind
+    type_noun: str
+    """The noun the question asks for ("country" in "In which country ..."), "" when none."""
+    status: HopStatus
+    answer: str | None
+    passage: str | None
+    sentence: str | None
+    via: list[str]
+    """Entities the hop was extended through: a sentence named an entity of another kind than
+    the hop expects (a city for a country), so the hop goes on from that entity."""
+    via_sentences: list[str]
+    """The sentences that named each entity of ``via``."""
+    queries: list[str]
+    """Searches made for this hop."""
+    asked: list[str]
+    """Passage ids the generator was shown for this hop (for its current entity)."""
+    rejected: list[str]
+    """Answers the generator gave that did not stand, each with why."""
+    why: str
+    """Why the hop stood, or why it is still open or failed, one line."""
+
+
 class InputState(TypedDict):
     """What a caller provides."""
 
@@ -81,6 +116,8 @@ class State(InputState, total=False):
     frontier: dict[str, Any]
     """Statistics of the last retrieval: query, depth reached, scores, unseen candidates left."""
     sub_questions: list[SubQuestion]
+    hops: list[Hop]
+    """The chain of hops (``sub_question_answering="chain"``): empty until planned."""
     gaps: list[str]
     """Recorded missing information not yet queried."""
     queried_gaps: list[str]
@@ -147,6 +184,7 @@ def initial_state(question: str) -> State:
         query=question,
         evidence=[],
         sub_questions=[],
+        hops=[],
         gaps=[],
         queried_gaps=[],
         exhausted_queries=[],

@@ -21,5 +21,6 @@ def bridge_entity_expand(state: State, resources: Resources, cfg: Configuration)
         "bridge_entity_expand",
         entity,
         details={"entity": entity},
+        names=[entity],
         expanded_entities=[*state.get("expanded_entities", []), entity],
     )

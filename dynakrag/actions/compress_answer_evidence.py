@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dynakrag.actions.chain import chain_passages
 from dynakrag.actions.common import Resources, action_update
 from dynakrag.actions.grounding import EVIDENCE_VERDICT, abstention_before_answer
 from dynakrag.actions.sufficiency_check import is_grounded
@@ -119,6 +120,9 @@ def compress_answer_evidence(
         positive = positive[::-1][: cfg.max_final_docs]
         # Documented fallback: nothing scored as support keeps the evidence as it was.
         keep = {i for _, i in positive} or set(range(min(len(evidence), cfg.max_final_docs)))
+        # The passages that state the chain's hops are the answer's citations: always kept.
+        chained = set(chain_passages(state.get("hops") or []))
+        keep |= {i for i, doc in enumerate(evidence) if doc["id"] in chained}
         kept = [doc for i, doc in enumerate(evidence) if i in keep]
     if cfg.abstain:
         # The answer reads the kept passages, but whether the evidence covers the question is

@@ -6,10 +6,13 @@ margins) are what the policy features read to judge whether another search is wo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dynakrag.actions.bridge_entities import detect_bridge_entities
+from dynakrag.actions.chain import note_search
 from dynakrag.actions.common import Resources, action_update
+from dynakrag.actions.grounding import normalised
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, Usage
 from dynakrag.retrieval.provenance import search_with_provenance
@@ -22,13 +25,19 @@ def acquire(
     cfg: Configuration,
     query: str,
     action: str,
+    names: Sequence[str] = (),
 ) -> tuple[list[Document], dict[str, Any]]:
     """Search ``query`` and take the best ``docs_per_action`` passages not yet in evidence.
 
+    With ``names`` (the entities a hop asks about) the candidates that name one of them
+    exactly come first, in their ranked order: a dense retriever ranks look-alike names
+    (Ambelwyn, Ambelstead) close together, and only the exact one is the hop's entity.
     Returns the new documents and the frontier statistics of this search.
     """
     seen = {doc["id"] for doc in state.get("evidence", [])}
     hits, dropped = search_with_provenance(resources.searcher, query, cfg.frontier_depth)
+    if names:
+        hits = sorted(hits, key=lambda hit: not _names_any(hit.passage, names))
     step = len(state.get("trace", [])) + 1
     added: list[Document] = []
     depth_reached = 0
@@ -72,6 +81,11 @@ def acquire(
     return added, frontier
 
 
+def _names_any(passage: Any, names: Sequence[str]) -> bool:
+    text = f" {normalised(f'{passage.title} {passage.text}')} "
+    return any(f" {normalised(name)} " in text for name in names if normalised(name))
+
+
 def acquisition_update(
     state: State,
     resources: Resources,
@@ -81,13 +95,18 @@ def acquisition_update(
     *,
     usage: Usage = NO_USAGE,
     details: dict[str, Any] | None = None,
+    names: Sequence[str] = (),
     **changes: Any,
 ) -> dict[str, Any]:
     """Search, extend the evidence, refresh bridge entities and report the step.
 
-    ``changes`` are further state updates of the action (e.g. a new ``query``).
+    ``names``: entities whose passages come first (see :func:`acquire`); ``changes`` are
+    further state updates of the action (e.g. a new ``query``). With a chain of hops the
+    search is recorded as one of the next open hop's searches.
     """
-    added, frontier = acquire(state, resources, cfg, search_query, action)
+    added, frontier = acquire(state, resources, cfg, search_query, action, names)
+    if state.get("hops"):
+        changes.setdefault("hops", note_search(state["hops"], search_query))
     evidence = [*state.get("evidence", []), *added]
     exhausted = list(state.get("exhausted_queries", []))
     if frontier["exhausted"] and search_query not in exhausted:

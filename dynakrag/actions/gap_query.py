@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dynakrag.actions.chain import next_hop_entities
 from dynakrag.actions.common import Resources
 from dynakrag.actions.frontier import acquisition_update
 from dynakrag.actions.gaps import take_gap
@@ -15,5 +16,12 @@ def gap_query(state: State, resources: Resources, cfg: Configuration) -> dict[st
     """Query the oldest pending gap and mark it as queried."""
     gap, gaps, queried_gaps = take_gap(state)
     return acquisition_update(
-        state, resources, cfg, "gap_query", gap, gaps=gaps, queried_gaps=queried_gaps
+        state,
+        resources,
+        cfg,
+        "gap_query",
+        gap,
+        names=next_hop_entities(state),
+        gaps=gaps,
+        queried_gaps=queried_gaps,
     )

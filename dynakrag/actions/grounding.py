@@ -54,14 +54,17 @@ __all__ = [
     "MIN_QUESTION_COVERAGE",
     "REASONS",
     "AbstentionVerdict",
+    "abstain",
     "abstention_before_answer",
     "check_answer",
     "content_tokens",
     "has_answerable_content",
     "is_yes_no",
     "missing_entities",
+    "normalised",
     "question_coverage",
     "question_entities",
+    "statement_of",
     "verdict_from_record",
 ]
 
@@ -83,6 +86,7 @@ REASONS: dict[str, str] = {
     "question_not_covered": "the evidence does not cover the question (only {share:.0%} of "
     "its words are in the passages)",
     "reader_declined": "the evidence does not state the answer (the reader found none)",
+    "chain_incomplete": "the evidence does not state {what}",
     "nothing_answered": "no sub-question was answered from the evidence",
     "ungrounded_answer": "the answer {answer!r} is not stated in the passages",
 }
@@ -330,6 +334,12 @@ class AbstentionVerdict:
         }
 
 
+def abstain(code: str, **values: Any) -> AbstentionVerdict:
+    """The verdict to abstain for reason ``code`` (one of :data:`REASONS`, filled in with
+    ``values``)."""
+    return _abstain(code, **values)
+
+
 def _abstain(code: str, **values: Any) -> AbstentionVerdict:
     return AbstentionVerdict(True, code, REASONS[code].format(**values))
 
@@ -475,6 +485,17 @@ def _stating(answer: str, evidence: Sequence[Mapping[str, Any]]) -> tuple[list[s
                    if wanted & tokens]  # fmt: skip
             return ids, "tokens"
     return [], ""
+
+
+def statement_of(answer: str, text: str) -> str:
+    """How ``text`` states ``answer`` (``text``, ``date``, ``number``, ``tokens``; see
+    :func:`check_answer`), or "" when it does not."""
+    return _stating(answer, [{"id": "text", "text": text}])[1]
+
+
+def normalised(text: str) -> str:
+    """``text`` as folded word tokens joined by single spaces ("Zoë's  Café" -> "zoe s cafe")."""
+    return _normalised(text)
 
 
 def _partly_stated(answer: str, evidence: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynakrag import prompts
+from dynakrag.actions.chain import next_hop_entities, next_hop_search
 from dynakrag.actions.common import Resources, evidence_window
 from dynakrag.actions.frontier import acquisition_update
 from dynakrag.configuration import Configuration
@@ -12,9 +13,16 @@ from dynakrag.state import State
 
 
 def rewrite_query(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
-    """Ask the generator for a better query; on no usable reply, fall back to question + gap."""
+    """Ask the generator for a better query; on no usable reply, fall back to question + gap.
+
+    With a chain of hops the query rewritten is the next open hop's (its question with the
+    answers found so far, or its last search).
+    """
     question = state["question"]
     current = state.get("query") or question
+    hop = next_hop_search(state)
+    if hop is not None:
+        question, current = hop
     evidence = evidence_window(state, cfg)
     reply, usage = resources.llm.text(
         prompts.rewrite_messages(question, current, evidence),
@@ -34,6 +42,7 @@ def rewrite_query(state: State, resources: Resources, cfg: Configuration) -> dic
         new_query,
         usage=usage,
         details={"rewritten_query": new_query, "fallback": fallback},
+        names=next_hop_entities(state),
         query=new_query,
         rewrites=state.get("rewrites", 0) + 1,
     )

@@ -13,11 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from dynakrag import prompts
+from dynakrag.actions.chain import chain_answer, chain_complete, chain_passages, hop_text
 from dynakrag.actions.common import Resources, action_update, evidence_window
 from dynakrag.actions.compress_answer_evidence import answer_passages
 from dynakrag.actions.grounding import (
     EVIDENCE_VERDICT,
     AbstentionVerdict,
+    abstain,
     abstention_before_answer,
     check_answer,
     verdict_from_record,
@@ -26,7 +28,7 @@ from dynakrag.actions.text import looks_like_value
 from dynakrag.configuration import Configuration
 from dynakrag.llm.answers import parse_final_answer
 from dynakrag.llm.client import NO_USAGE, Usage
-from dynakrag.state import Document, State
+from dynakrag.state import Document, Hop, State
 
 
 def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
@@ -38,7 +40,13 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[
     """
     question = state["question"]
     evidence = evidence_window(state, cfg)
-    if cfg.abstain:
+    hops = state.get("hops") or []
+    if hops:
+        chained = _chain_verdict(state, hops, cfg)
+        if chained is not None:
+            answer, verdict = chained
+            return _final_update(state, evidence, answer, verdict, NO_USAGE, fallback=False)
+    elif cfg.abstain:
         early = _verdict_before_answer(state, evidence)
         if early is not None:
             return _final_update(state, evidence, "", early, NO_USAGE, fallback=False)
@@ -69,6 +77,24 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[
     usage += verdict.usage
     final = "" if verdict.abstained else answer
     return _final_update(state, evidence, final, verdict, usage, fallback=fallback)
+
+
+def _chain_verdict(
+    state: State, hops: list[Hop], cfg: Configuration
+) -> tuple[str, AbstentionVerdict] | None:
+    """With a chain of hops: its own answer (a bridge's last hop, a comparison computed from
+    the hops' values), cited with every hop's passage; with ``abstain``, an abstention naming
+    the hop no passage stated. None: the reader composes the answer from the resolved hops."""
+    given = chain_answer(state["question"], hops)
+    if given is not None:
+        answer, how = given
+        return answer, AbstentionVerdict(
+            False, citations=tuple(chain_passages(hops)), grounding=how
+        )
+    if chain_complete(hops) or not cfg.abstain:
+        return None
+    stuck = next((i for i, hop in enumerate(hops) if hop["status"] != "resolved"), 0)
+    return "", abstain("chain_incomplete", what=repr(hop_text(hops, stuck)))
 
 
 def _verdict_before_answer(state: State, evidence: list[Document]) -> AbstentionVerdict | None:

@@ -15,6 +15,15 @@ from typing import Any
 
 from dynakrag import prompts
 from dynakrag.actions.bridge_entities import detect_bridge_entities
+from dynakrag.actions.chain import (
+    chain_complete,
+    chain_failed,
+    hop_text,
+    next_open_hop,
+    plan_hops,
+    resolve_hops,
+    sub_questions_of,
+)
 from dynakrag.actions.common import Resources, action_update, evidence_window
 from dynakrag.actions.gaps import open_gaps
 from dynakrag.actions.grounding import has_answerable_content, missing_entities
@@ -51,16 +60,15 @@ def is_grounded(answer: str, sub_question: str, evidence: list[Document]) -> boo
 
 def sufficiency_check(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
     """Answer each sub-question from the evidence; record what is still missing."""
+    if cfg.sub_question_answering == "chain":
+        return _check_chain(state, resources, cfg)
     question = state["question"]
     usage = NO_USAGE
     known = state.get("sub_questions") or []
     if known:
         texts = [sub["question"] for sub in known]
     elif cfg.decomposition == "epqd":
-        from dynakrag.dsrag.pipeline import decompose_question
-
-        epqd = decompose_question(question, resources.llm, cfg)
-        texts, usage = list(epqd.sub_questions[:MAX_EPQD_SUB_QUESTIONS]) or [question], epqd.usage
+        texts, usage = _plan(question, resources, cfg)
     else:
         texts, usage = decompose(question, resources.llm)
     evidence = evidence_window(state, cfg)
@@ -101,6 +109,68 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
         sufficient=sufficient,
         evidence_count_at_check=len(state.get("evidence", [])),
         bridge_entities=detect_bridge_entities(question, state.get("evidence", []), sub_questions),
+    )
+
+
+def _plan(question: str, resources: Resources, cfg: Configuration) -> tuple[list[str], Usage]:
+    """The sub-questions of ``question``: EPQD's parts or the decomposition's (with a part that
+    joins two facts asked again once)."""
+    if cfg.decomposition == "epqd":
+        from dynakrag.dsrag.pipeline import decompose_question
+
+        epqd = decompose_question(question, resources.llm, cfg)
+        return list(epqd.sub_questions[:MAX_EPQD_SUB_QUESTIONS]) or [question], epqd.usage
+    return decompose(question, resources.llm, split_joined=True)
+
+
+def _check_chain(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+    """Hop by hop (:mod:`dynakrag.actions.chain`): plan the hops once, resolve the open ones
+    from the evidence, record the next hop's search as the gap (or the entity a hop goes on
+    through as the bridge entity)."""
+    question = state["question"]
+    hops = state.get("hops") or []
+    usage = NO_USAGE
+    planned: list[str] = []
+    if not hops:
+        planned, usage = _plan(question, resources, cfg)
+        hops = plan_hops(planned)
+    evidence = state.get("evidence", [])
+    hops, hop_usage, asked = resolve_hops(hops, question, evidence, resources.llm)
+    usage += hop_usage
+    sub_questions = sub_questions_of(hops)
+    gaps: list[str] = []
+    through: list[str] = []
+    index = next_open_hop(hops)
+    if index is not None and not chain_failed(hops):
+        if hops[index]["via"]:
+            through = [hops[index]["via"][-1]]
+        else:
+            text = hop_text(hops, index)
+            searched = {query.lower() for query in [*state.get("queried_gaps", []),
+                                                     *hops[index]["queries"]]}  # fmt: skip
+            gaps = [] if text.lower() in searched else [text]
+    sufficient = chain_complete(hops)
+    bridges = detect_bridge_entities(question, evidence, sub_questions)
+    return action_update(
+        state,
+        "sufficiency_check",
+        usage=usage,
+        details={
+            "sufficient": sufficient,
+            "gaps": gaps,
+            **({"plan": planned} if planned else {}),
+            "hops_asked": asked,
+            "hops": [
+                {"hop": i + 1, "status": h["status"], "answer": h["answer"], "why": h["why"]}
+                for i, h in enumerate(hops)
+            ],
+        },
+        hops=hops,
+        sub_questions=sub_questions,
+        gaps=gaps,
+        sufficient=sufficient,
+        evidence_count_at_check=len(evidence),
+        bridge_entities=[*through, *(b for b in bridges if b not in through)],
     )
 
 

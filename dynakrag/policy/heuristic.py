@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dynakrag.actions.bridge_entities import pending_bridge_entities
+from dynakrag.actions.chain import SEARCHES_PER_HOP, chain_complete, chain_failed, next_open_hop
 from dynakrag.configuration import Configuration
 from dynakrag.policy.base import Policy
 from dynakrag.state import State
@@ -21,6 +23,9 @@ class HeuristicPolicy(Policy):
     name = "heuristic"
 
     def value(self, state: State, actions: Sequence[str], cfg: Configuration) -> dict[str, float]:
+        if state.get("hops"):
+            values = _chain_values(state, cfg)
+            return {action: values[action] for action in actions}
         evidence = len(state.get("evidence", []))
         checked = state.get("evidence_count_at_check", -1)
         ready = bool(state.get("sufficient")) and checked == evidence
@@ -38,6 +43,31 @@ class HeuristicPolicy(Policy):
             else 0.05,
         }
         return {action: values[action] for action in actions}
+
+
+def _chain_values(state: State, cfg: Configuration) -> dict[str, float]:
+    """With a chain of hops: check new evidence, search the next hop (its query, the entity it
+    goes on through, then one rewritten retry) and answer only once the chain is complete or
+    cannot go on; never stop while a hop can still be searched."""
+    hops = state["hops"]
+    evidence = len(state.get("evidence", []))
+    new_evidence = evidence > state.get("evidence_count_at_check", -1)
+    index = next_open_hop(hops)
+    searchable = index is not None and not chain_failed(hops)
+    spent = searchable and len(hops[index]["queries"]) >= SEARCHES_PER_HOP + len(hops[index]["via"])
+    through = searchable and bool(hops[index]["via"]) and bool(pending_bridge_entities(state))
+    done = chain_complete(hops) or not searchable or (spent and not new_evidence)
+    return {
+        "retrieve_more": 0.1,
+        "sufficiency_check": 0.8 if new_evidence else 0.0,
+        "gap_query": 0.7 if state.get("gaps") else 0.2,
+        "bridge_entity_expand": 0.75 if through else 0.15,
+        "rewrite_query": 0.6 if searchable and not spent and hops[index]["queries"] else 0.05,
+        "stop_answer": 0.9 if done else 0.02,
+        "compress_answer_evidence": (0.95 if done else 0.03)
+        if evidence > cfg.docs_per_action
+        else 0.01,
+    }
 
 
 def _specific_gap(state: State) -> bool:

@@ -10,25 +10,59 @@ from typing import Any
 from dynakrag.prompts.passages import DATA_NOTICE, few_shot_messages, format_passages
 
 DECOMPOSE_SYSTEM = (
-    "You split a multi-hop question into the simplest sub-questions that must be answered in "
-    "order. Keep every name from the question exactly as written. When a sub-question needs the "
-    "answer of an earlier one, write #1, #2, ... for that answer. Reply with JSON only: "
+    "You split a question into the simplest sub-questions that must be answered in order. "
+    "Each sub-question asks ONE fact about ONE named thing: never describe a thing by another "
+    "fact (not 'the company where X works', not 'the founder of Y'); ask that fact first and "
+    "refer to its answer. Keep every name from the question exactly as written. When a "
+    "sub-question needs the answer of an earlier one, write #1, #2, ... for that answer. A "
+    "question that asks one fact is one sub-question. Reply with JSON only: "
     '{"sub_questions": ["...", "..."]}.'
 )
 
 DECOMPOSE_EXAMPLES: tuple[tuple[str, list[str]], ...] = (
     (
-        "In which city is the headquarters of the company where Mara Linde works?",
-        ["Which company does Mara Linde work for?", "In which city is the headquarters of #1?"],
+        "Which university did the director of Harbor Lights attend?",
+        ["Who directed Harbor Lights?", "Which university did #1 attend?"],
     ),
     (
         "Who was born earlier, Ada Voss or Tom Reyl?",
         ["When was Ada Voss born?", "When was Tom Reyl born?"],
     ),
+    ("Who founded Orbis Devices?", ["Who founded Orbis Devices?"]),
     (
-        "What river flows through the birth city of the founder of Kestrel Labs?",
-        ["Who founded Kestrel Labs?", "In which city was #1 born?", "What river flows through #2?"],
+        "Who painted the mural in the library that Cora Quill designed?",
+        ["Which library did Cora Quill design?", "Who painted the mural in #1?"],
     ),
+    (
+        "What language is spoken in the country where the author of Dust Roads was born?",
+        [
+            "Who wrote Dust Roads?",
+            "In which country was #1 born?",
+            "What language is spoken in #2?",
+        ],
+    ),
+    (
+        "Which mountain overlooks the home town of the coach of the team that Lena Ortiz plays "
+        "for?",
+        [
+            "Which team does Lena Ortiz play for?",
+            "Who coaches #1?",
+            "What is the home town of #2?",
+            "Which mountain overlooks #3?",
+        ],
+    ),
+    (
+        "Ines Carrow is employed by some studio. Name the year that studio opened.",
+        ["Which studio employs Ines Carrow?", "In which year did #1 open?"],
+    ),
+    (
+        "Are Blue Harbor and Night Train directed by the same person?",
+        ["Who directed Blue Harbor?", "Who directed Night Train?"],
+    ),
+)
+DECOMPOSE_RETRY = (
+    "Sub-question {number} ({text!r}) asks two facts at once. Split it so that each "
+    "sub-question asks one fact about one named thing or #k. Reply with the whole JSON again."
 )
 
 REWRITE_SYSTEM = (
@@ -70,11 +104,20 @@ SUFFICIENCY_TASK = (
     '{"answers": ["...", "..."]}, one answer per sub-question, in order.'
 )
 SUFFICIENCY_REQUEST_END = "JSON:"
+# One hop of the chain (dynakrag.actions.chain), asked alone over its entity's passages.
+HOP_TASK = (
+    "Answer the question below using only the passages above. Reply with JSON only: "
+    '{"answer": "..."} with the shortest answer (a name, date, number, place or yes/no) as a '
+    'passage states it, or {"answer": "UNKNOWN"} when no passage states it. Do not guess.'
+)
+HOP_REQUEST_END = "Answer JSON:"
+HOP_FACTS_TITLE = "found so far"
 ANSWER_REQUEST_END = "Answer:"
 
 # Completion budgets sized to what each call returns (a runaway reply costs ~13 tokens/s here).
 DECOMPOSE_MAX_TOKENS = 160
 REWRITE_MAX_TOKENS = 32
+HOP_MAX_TOKENS = 32
 ANSWER_MAX_TOKENS = 48
 
 
@@ -88,13 +131,40 @@ FACTS_TITLE = "facts found in the passages"
 UNKNOWN = "UNKNOWN"
 
 
-def decompose_messages(question: str) -> list[tuple[str, str]]:
-    """Few-shot messages asking for the sub-questions of ``question``."""
+def decompose_messages(
+    question: str, retry: tuple[list[str], int] | None = None
+) -> list[tuple[str, str]]:
+    """Few-shot messages asking for the sub-questions of ``question``; ``retry`` (the previous
+    reply's sub-questions and the 0-based index of one that joins two facts) asks once more."""
     shots = (
         (f"Question: {example}", json.dumps({"sub_questions": parts}))
         for example, parts in DECOMPOSE_EXAMPLES
     )
-    return few_shot_messages(DECOMPOSE_SYSTEM, shots, f"Question: {question}")
+    messages = few_shot_messages(DECOMPOSE_SYSTEM, shots, f"Question: {question}")
+    if retry is not None:
+        parts, index = retry
+        messages += [
+            ("ai", json.dumps({"sub_questions": parts})),
+            ("human", DECOMPOSE_RETRY.format(number=index + 1, text=parts[index])),
+        ]
+    return messages
+
+
+def hop_messages(
+    question: str, passages: Sequence[dict[str, Any]], found: Sequence[str] = ()
+) -> list[tuple[str, str]]:
+    """Ask one hop's question over its passages; ``found`` are sentences the hop already went
+    through (given as one more passage block)."""
+    blocks = list(passages)
+    if found:
+        blocks.append({"title": HOP_FACTS_TITLE, "text": " ".join(found)})
+    return [
+        ("system", ANSWER_SYSTEM),
+        (
+            "human",
+            f"{format_passages(blocks)}\n\n{HOP_TASK}\nQuestion: {question}\n{HOP_REQUEST_END}",
+        ),
+    ]
 
 
 def sufficiency_messages(
@@ -196,6 +266,7 @@ def verified(reply: dict[str, Any] | None) -> bool:
 
 DECOMPOSE, SUFFICIENCY, REWRITE, ANSWER = "decompose", "sufficiency", "rewrite", "answer"
 VERIFY = "verify"
+HOP = "hop"
 
 
 def _content(message: Any) -> str:
@@ -205,8 +276,8 @@ def _content(message: Any) -> str:
 
 def task_of(messages: Sequence[Any]) -> str | None:
     """Which of the graph's calls ``messages`` is (``DECOMPOSE``, ``SUFFICIENCY``, ``REWRITE``,
-    ``ANSWER``, ``VERIFY``), or None for any other prompt. Scripted models and the eval tally
-    use it: the sufficiency check, the answer and the grounding check share their system text;
+    ``ANSWER``, ``VERIFY``, ``HOP``), or None for any other prompt. Scripted models and the eval
+    tally use it: the sufficiency check, the answer and the grounding check share their system text;
     their requests end differently."""
     if not messages:
         return None
@@ -222,4 +293,6 @@ def task_of(messages: Sequence[Any]) -> str | None:
             return ANSWER
         if request.endswith(VERIFY_REQUEST_END):
             return VERIFY
+        if request.endswith(HOP_REQUEST_END):
+            return HOP
     return None

@@ -248,6 +248,7 @@ class DynakragMethod(Method):
         ]
         details: dict[str, Any] = {
             "sub_questions": list(final.get("sub_questions", [])),
+            "hops": list(final.get("hops", [])),
             "accounting": dict(final.get("accounting", {})),
             "trace": [_compact_step(entry) for entry in trace],
         }

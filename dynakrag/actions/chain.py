@@ -1,0 +1,655 @@
+"""The chain: a multi-hop question as a plan of single-relation hops, resolved one at a time.
+
+A plan comes from the decomposition (:func:`dynakrag.decomposition.decompose`): each
+sub-question is one hop, ``#k`` standing for hop k's answer. Hops are resolved in order, each
+with the answers found so far written into it:
+
+* the generator is asked the hop alone, over the passages about the hop's entity (the name it
+  asks about, exactly: look-alike names are other entities);
+* its answer stands only when one sentence of one of those passages states it about that
+  entity (:func:`find_statement`), it is of the kind the hop expects (:func:`kind_fits`) and
+  it is not an entity the hop or the question already names;
+* when the sentence labels the answer as an entity of another class than the hop asks for
+  (asked for a country, it names "the city of Ambelstead"), the hop is extended through that
+  entity (:attr:`~dynakrag.state.Hop.via`): its passages are searched and the hop is asked
+  again with the sentence found so far;
+* a miss is searched again once with a rewritten query; then the hop fails, and the run
+  answers from what it has or abstains.
+
+Nothing here is written for a dataset's wording: kinds come from question words and the noun
+asked for, entity classes from a short list of common nouns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dynakrag import prompts
+from dynakrag.actions.grounding import (
+    _dates,
+    is_yes_no,
+    normalised,
+    question_entities,
+    statement_of,
+)
+from dynakrag.decomposition import REFERENCE, resolve_references
+from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
+from dynakrag.state import Document, Hop, HopKind, SubQuestion
+
+__all__ = [
+    "MAX_HOP_PASSAGES",
+    "SEARCHES_PER_HOP",
+    "Statement",
+    "chain_answer",
+    "chain_complete",
+    "chain_failed",
+    "chain_passages",
+    "comparison_answer",
+    "entity_class",
+    "expected_kind",
+    "find_statement",
+    "hop_entities",
+    "hop_text",
+    "is_bridge_chain",
+    "kind_fits",
+    "label_of",
+    "next_hop_entities",
+    "next_hop_search",
+    "next_open_hop",
+    "note_search",
+    "plan_hops",
+    "resolve_hops",
+    "sub_questions_of",
+]
+
+MAX_HOP_PASSAGES = 4
+"""Passages shown to the generator for one hop (those about its entity come first)."""
+SEARCHES_PER_HOP = 2
+"""Searches one hop may take (its own query, then one rewritten retry), plus one per entity it
+is extended through."""
+
+# Entity classes by the common nouns that name them: a hop asking for a noun of one class is
+# not answered by an entity a sentence labels with a noun of another.
+_CLASSES: dict[str, frozenset[str]] = {
+    "settlement": frozenset(
+        "city town village municipality capital hometown birthplace metropolis suburb".split()
+    ),
+    "country": frozenset("country nation kingdom republic".split()),
+    "region": frozenset("state province region county district territory prefecture".split()),
+    "water": frozenset("river stream lake sea ocean bay creek".split()),
+    "landform": frozenset("mountain hill island peninsula valley desert".split()),
+    "organisation": frozenset(
+        "company firm business corporation employer maker manufacturer enterprise brand "
+        "startup label publisher studio agency".split()
+    ),
+    "school": frozenset("university college school academy institute".split()),
+    "group": frozenset("band team club party orchestra choir".split()),
+}
+_KIND_OF_CLASS: dict[str, HopKind] = {
+    "settlement": "place",
+    "country": "place",
+    "region": "place",
+    "water": "place",
+    "landform": "place",
+    "organisation": "organisation",
+    "school": "organisation",
+    "group": "organisation",
+}
+_PERSON_NOUNS = frozenset(
+    "person man woman people founder author writer director actor actress singer player "
+    "coach composer painter artist inventor creator owner leader president ceo manager "
+    "husband wife son daughter father mother brother sister spouse producer".split()
+)
+_DATE_NOUNS = frozenset("year date day month decade century".split())
+_NUMBER_NOUNS = frozenset("number amount population age count".split())
+_AUXILIARIES = frozenset(
+    "is are was were do does did has have had can could will would should shall may might".split()
+)
+_ASKED_NOUN = re.compile(
+    r"\b(?:which|what|whose)\s+(?:(?:one|kind|type|sort)\s+of\s+)?([a-z]+)|\bname\s+the\s+([a-z]+)",
+    re.IGNORECASE,
+)
+_DESCRIBED_NOUN = re.compile(
+    r"\b(?:what|which|who)\s+(?:is|was|are|were)\s+(?:the\s+|its\s+|their\s+)?"
+    r"(?:[a-z]+\s+){0,2}?([a-z]+)\s+(?:of|for|in|at|where|that|which|who|whom)\b"
+)
+_PLACE_NOUNS = frozenset(
+    "headquarters birthplace location seat base address residence whereabouts".split()
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“(]?[A-Z0-9])")
+_PRONOUN_START = re.compile(r"^(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
+
+
+def entity_class(noun: str) -> str | None:
+    """The entity class a common noun names ("town" -> "settlement"), None when not listed."""
+    word = noun.lower()
+    singular = word[:-1] if word.endswith("s") and word[:-1] in _ALL_CLASS_NOUNS else word
+    for name, nouns in _CLASSES.items():
+        if singular in nouns:
+            return name
+    return None
+
+
+_ALL_CLASS_NOUNS = frozenset().union(*_CLASSES.values())
+
+
+def expected_kind(question: str) -> tuple[HopKind, str]:
+    """The kind of answer ``question`` asks for and the noun it names for it ("" when none).
+
+    From its question word ("who" a person, "when" a date, "how many" a number, "where" a
+    place, an auxiliary first a yes/no) and the noun after "which"/"what"/"name the"
+    ("In which country" a place, "Which company" an organisation).
+    """
+    text = question.strip()
+    lowered = text.lower()
+    first = lowered.split()[0] if lowered.split() else ""
+    described = _DESCRIBED_NOUN.search(lowered)
+    match = _ASKED_NOUN.search(text)
+    if described:  # "What is the birth city of X?": the noun before "of"
+        noun = described.group(1)
+    else:
+        noun = next((group.lower() for group in match.groups() if group), "") if match else ""
+    if noun in _PLACE_NOUNS:
+        return "place", ""
+    if noun in _DATE_NOUNS:
+        return "date", noun
+    if noun in _NUMBER_NOUNS:
+        return "number", noun
+    cls = entity_class(noun) if noun else None
+    if cls is not None:
+        return _KIND_OF_CLASS[cls], noun
+    if noun in _PERSON_NOUNS:
+        return "person", noun
+    if re.search(r"\bhow (?:many|much|old|long|far|tall|high|big)\b", lowered):
+        return "number", ""
+    if re.search(r"\bwhen\b", lowered):
+        return "date", ""
+    if re.search(r"\bwho(?:m|se)?\b", lowered) and not noun:
+        return "person", ""
+    if re.search(r"\bwhere\b", lowered):
+        return "place", ""
+    if first in _AUXILIARIES:
+        return "yes/no", ""
+    return "text", noun
+
+
+def plan_hops(sub_questions: Sequence[str]) -> list[Hop]:
+    """Open hops for the decomposition's sub-questions (in order)."""
+    hops: list[Hop] = []
+    for text in sub_questions:
+        kind, noun = expected_kind(re.sub(REFERENCE, "X", text))
+        hops.append(
+            Hop(
+                question=text,
+                expects=kind,
+                type_noun=noun,
+                status="open",
+                answer=None,
+                passage=None,
+                sentence=None,
+                via=[],
+                via_sentences=[],
+                queries=[],
+                asked=[],
+                rejected=[],
+                why="",
+            )
+        )
+    return hops
+
+
+def _answers(hops: Sequence[Hop]) -> list[str | None]:
+    return [hop["answer"] if hop["status"] == "resolved" else None for hop in hops]
+
+
+def hop_text(hops: Sequence[Hop], index: int) -> str:
+    """Hop ``index``'s question with the answers found so far written into its ``#k``."""
+    return resolve_references(hops[index]["question"], _answers(hops))
+
+
+def next_open_hop(hops: Sequence[Hop]) -> int | None:
+    """The first hop neither resolved nor failed whose ``#k`` are all answered, else None."""
+    for index, hop in enumerate(hops):
+        if hop["status"] == "open" and not REFERENCE.search(hop_text(hops, index)):
+            return index
+    return None
+
+
+def chain_complete(hops: Sequence[Hop]) -> bool:
+    """Every hop resolved (and there is a plan)."""
+    return bool(hops) and all(hop["status"] == "resolved" for hop in hops)
+
+
+def chain_failed(hops: Sequence[Hop]) -> bool:
+    """The chain cannot finish: a hop failed, or no open hop can be asked."""
+    if not hops or chain_complete(hops):
+        return False
+    return any(hop["status"] == "failed" for hop in hops) or next_open_hop(hops) is None
+
+
+def hop_entities(hops: Sequence[Hop], index: int) -> list[str]:
+    """What hop ``index`` asks about: the last entity it was extended through, else the names
+    in its resolved question (leaving out numbers)."""
+    hop = hops[index]
+    if hop["via"]:
+        return [hop["via"][-1]]
+    return [
+        entity
+        for entity in question_entities(hop_text(hops, index))
+        if not entity.replace(",", "").isdigit()
+    ]
+
+
+def next_hop_entities(state: Mapping[str, Any]) -> list[str]:
+    """The entities the state's next open hop asks about (none without a chain)."""
+    hops = state.get("hops") or []
+    index = next_open_hop(hops)
+    return hop_entities(hops, index) if index is not None else []
+
+
+def next_hop_search(state: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The next open hop's question (answers written in) and its last search, or None."""
+    hops = state.get("hops") or []
+    index = next_open_hop(hops)
+    if index is None:
+        return None
+    text = hop_text(hops, index)
+    return text, (hops[index]["queries"] or [text])[-1]
+
+
+def note_search(hops: Sequence[Hop], query: str) -> list[Hop]:
+    """The hops with ``query`` recorded as a search of the next open hop."""
+    index = next_open_hop(hops)
+    updated = [Hop(**hop) for hop in hops]  # type: ignore[typeddict-item]
+    if index is not None:
+        updated[index]["queries"] = [*updated[index]["queries"], query]
+    return updated
+
+
+def sub_questions_of(hops: Sequence[Hop]) -> list[SubQuestion]:
+    """The hops as the state's sub-questions (resolved text, answer or None)."""
+    answers = _answers(hops)
+    return [SubQuestion(question=hop_text(hops, i), answer=answers[i]) for i in range(len(hops))]
+
+
+# ------------------------------------------------------------------------------ passages
+
+
+def _mentions(text: str, name: str) -> bool:
+    """Whether ``text`` names ``name`` exactly (folded words, whole words only)."""
+    wanted = normalised(name)
+    return bool(wanted) and f" {wanted} " in f" {normalised(text)} "
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def _about(doc: Document, name: str) -> bool:
+    """Whether a passage is about ``name``: its title, or its first sentence, names it."""
+    title = str(doc.get("title", ""))
+    if title and normalised(title) == normalised(name):
+        return True
+    first = _sentences(str(doc.get("text", "")))[:1]
+    return bool(first) and _mentions(first[0], name)
+
+
+def passages_for(hops: Sequence[Hop], index: int, evidence: Sequence[Document]) -> list[Document]:
+    """The passages to show for hop ``index``: those about its entity, then those naming it;
+    with no entity, the passages its own searches found, else the first of the evidence."""
+    hop = hops[index]
+    names = hop_entities(hops, index)
+    if names:
+        about = [d for d in evidence if any(_about(d, n) for n in names)]
+        if hop["via"] or (not about and not hop["queries"]):
+            # An entity the hop goes on through is read from its own passages; an entity with
+            # no passage of its own yet is searched before the generator is asked.
+            return about[:MAX_HOP_PASSAGES]
+        naming = [
+            d for d in evidence if d not in about and any(_mentions(_passage(d), n) for n in names)
+        ]
+        return (about + naming)[:MAX_HOP_PASSAGES]
+    searched = set(hops[index]["queries"])
+    own = [d for d in evidence if d.get("query") in searched]
+    return (own or list(evidence))[:MAX_HOP_PASSAGES]
+
+
+def _passage(doc: Document) -> str:
+    return f"{doc.get('title', '')}. {doc.get('text', '')}"
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A sentence of a passage that states an answer."""
+
+    passage: str
+    sentence: str
+
+
+def find_statement(answer: str, names: Sequence[str], docs: Sequence[Document]) -> Statement | None:
+    """The first sentence that states ``answer`` about one of ``names``: the sentence names it,
+    or the sentence is in a passage about it and names no other subject first (a pronoun or the
+    passage's own subject). With no names, any sentence stating the answer."""
+    for doc in docs:
+        about = not names or any(_about(doc, n) for n in names)
+        for sentence in _sentences(str(doc.get("text", ""))):
+            if not statement_of(answer, sentence):
+                continue
+            if not names or any(_mentions(sentence, n) for n in names):
+                return Statement(str(doc.get("id", "")), sentence)
+            if about and (_PRONOUN_START.match(sentence) or len(_sentences(doc["text"])) == 1):
+                return Statement(str(doc.get("id", "")), sentence)
+    return None
+
+
+_LABEL_PATTERNS = (
+    r"\bthe\s+({noun})\s+of\s+{answer}\b",
+    r"\b{answer}\s+(?:is|was)\s+(?:an?|the)\s+(?:[\w-]+\s+){{0,3}}?({noun})\b",
+    r"\b{answer},\s+(?:an?|the)\s+(?:[\w-]+\s+){{0,3}}?({noun})\b",
+    r"\bthe\s+({noun})\s+{answer}\b",
+)
+
+
+def label_of(answer: str, sentence: str) -> str | None:
+    """The class noun ``sentence`` gives ``answer`` ("the city of X", "X is a small town",
+    "X, a company"), or None."""
+    nouns = "|".join(sorted(_ALL_CLASS_NOUNS, key=len, reverse=True))
+    escaped = re.escape(answer.strip())
+    for pattern in _LABEL_PATTERNS:
+        match = re.search(pattern.format(noun=nouns, answer=escaped), sentence, re.IGNORECASE)
+        if match:
+            return match.group(1).lower()
+    return None
+
+
+_MONTH_WORD = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", re.IGNORECASE
+)
+_NUMBER_WORD = re.compile(
+    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    r"forty|fifty|hundred|thousand|million|billion)\b",
+    re.IGNORECASE,
+)
+
+
+def kind_fits(answer: str, kind: HopKind) -> bool:
+    """Whether ``answer`` can be of ``kind``: dates and numbers hold a digit (or a month or
+    number word), names hold a letter and are not bare numbers, yes/no is yes or no."""
+    text = answer.strip()
+    has_digit = any(ch.isdigit() for ch in text)
+    if kind == "yes/no":
+        return is_yes_no(text)
+    if kind == "date":
+        return has_digit or bool(_MONTH_WORD.search(text))
+    if kind == "number":
+        return has_digit or bool(_NUMBER_WORD.search(text))
+    if kind in ("person", "organisation", "place"):
+        return (
+            any(ch.isalpha() for ch in text)
+            and not is_yes_no(text)
+            and not (has_digit and not any(ch.isupper() for ch in text))
+        )
+    return bool(text)
+
+
+def _named_already(answer: str, hop_question: str, question: str) -> bool:
+    """Whether ``answer`` is an entity the hop (or, for a question offering no choice, the
+    question) already names: the generator repeated its subject instead of answering."""
+    wanted = normalised(answer)
+    if not wanted:
+        return False
+    texts = [hop_question] if " or " in question.lower() else [hop_question, question]
+    for text in texts:
+        if " or " in text.lower():
+            continue  # "Who is older, A or B?": one of its own names is the answer
+        for entity in question_entities(text):
+            if normalised(entity) == wanted:
+                return True
+    return False
+
+
+# ------------------------------------------------------------------------------ resolving
+
+
+def _ask(
+    llm: LLMClient, text: str, passages: Sequence[Document], facts: Sequence[str]
+) -> tuple[str | None, Usage]:
+    reply, usage = llm.json(
+        prompts.hop_messages(text, passages, facts), max_tokens=prompts.HOP_MAX_TOKENS
+    )
+    value = reply.get("answer") if isinstance(reply, dict) else None
+    if isinstance(value, list):
+        value = value[0] if value else None
+    answer = "" if value is None else str(value).strip()
+    if (
+        not answer
+        or answer.upper().startswith(prompts.UNKNOWN)
+        or answer.lower().startswith(prompts.INSUFFICIENT_EVIDENCE)
+        or "#" in answer
+    ):
+        return None, usage
+    return answer[:200], usage
+
+
+def _judge(
+    answer: str, hops: Sequence[Hop], index: int, question: str, docs: Sequence[Document]
+) -> tuple[Statement | None, str, str | None]:
+    """Whether ``answer`` stands for hop ``index``: (the statement, why, an entity of another
+    class to extend the hop through)."""
+    hop = hops[index]
+    text = hop_text(hops, index)
+    if not kind_fits(answer, hop["expects"]):
+        return None, f"{answer!r} is not a {hop['expects']}", None
+    if _named_already(answer, text, question) or any(
+        normalised(answer) == normalised(v) for v in hop["via"]
+    ):
+        return None, f"{answer!r} repeats an entity the question names", None
+    earlier = {normalised(h["answer"] or "") for h in hops[:index] if h["status"] == "resolved"}
+    if normalised(answer) in earlier and hop["expects"] not in ("date", "number", "yes/no"):
+        return None, f"{answer!r} is an earlier hop's answer", None
+    if is_yes_no(answer):
+        if hop["expects"] != "yes/no":
+            return None, f"{answer!r} does not answer a {hop['expects']} question", None
+        found = docs[0] if docs else None
+        if found is None:
+            return None, "no passage about the hop's entity", None
+        return Statement(str(found.get("id", "")), ""), "yes/no over its entity's passages", None
+    statement = find_statement(answer, hop_entities(hops, index), docs)
+    if statement is None:
+        return (
+            None,
+            f"no sentence states {answer!r} about {', '.join(hop_entities(hops, index)) or 'it'}",
+            None,
+        )
+    label = label_of(answer, statement.sentence)
+    if label and _other_class(label, hop):
+        asked = hop["type_noun"] or hop["expects"]
+        return statement, f"{answer!r} is a {label}, not a {asked}", answer
+    return statement, "stated", None
+
+
+def _other_class(label: str, hop: Hop) -> bool:
+    """Whether a sentence's class noun for an answer (``label``) names another class than the
+    hop asks for: another class of the same kind (a city for a country), or another kind (a
+    company for a person)."""
+    found = entity_class(label)
+    if found is None:
+        return False
+    wanted = entity_class(hop["type_noun"]) if hop["type_noun"] else None
+    if wanted is not None:
+        return found != wanted
+    return hop["expects"] in ("person", "place", "organisation", "date", "number") and (
+        _KIND_OF_CLASS[found] != hop["expects"]
+    )
+
+
+def resolve_hops(
+    hops: Sequence[Hop],
+    question: str,
+    evidence: Sequence[Document],
+    llm: LLMClient,
+) -> tuple[list[Hop], Usage, list[dict[str, Any]]]:
+    """Resolve the open hops, in order, from ``evidence``; each hop is asked only over passages
+    it was not shown before. Returns the hops, the model usage and one record per question
+    asked (hop, text, answer, verdict)."""
+    hops = [Hop(**hop) for hop in hops]  # type: ignore[typeddict-item]
+    usage = NO_USAGE
+    log: list[dict[str, Any]] = []
+    while True:
+        index = next_open_hop(hops)
+        if index is None:
+            break
+        hop = hops[index]
+        docs = passages_for(hops, index, evidence)
+        fresh = [d for d in docs if d["id"] not in hop["asked"]]
+        if not fresh:
+            hop["why"] = "no passage about its entity yet" if not docs else "not stated yet"
+            _close_if_spent(hop)
+            break
+        hop["asked"] = [*hop["asked"], *(d["id"] for d in fresh)]
+        text = hop_text(hops, index)
+        answer, call_usage = _ask(llm, text, docs, hop["via_sentences"])
+        usage += call_usage
+        entry: dict[str, Any] = {"hop": index + 1, "question": text, "answer": answer}
+        log.append(entry)
+        if answer is None:
+            hop["why"] = "the passages about its entity do not state it"
+            entry["verdict"] = hop["why"]
+            _close_if_spent(hop)
+            break
+        statement, why, through = _judge(answer, hops, index, question, docs)
+        entry["verdict"] = why
+        if through is not None and statement is not None:
+            # A hidden hop: go on from the entity the sentence named.
+            hop["via"] = [*hop["via"], through]
+            hop["via_sentences"] = [*hop["via_sentences"], statement.sentence]
+            hop["asked"] = []
+            hop["why"] = f"extended through {through} ({why})"
+            continue
+        if statement is None:
+            hop["rejected"] = [*hop["rejected"], f"{answer}: {why}"]
+            hop["why"] = why
+            _close_if_spent(hop)
+            break
+        hop.update(
+            status="resolved",
+            answer=answer,
+            passage=statement.passage,
+            sentence=statement.sentence,
+            why=why,
+        )
+    return hops, usage, log
+
+
+def _close_if_spent(hop: Hop) -> None:
+    """Fail a hop whose searches are all spent."""
+    if len(hop["queries"]) >= SEARCHES_PER_HOP + len(hop["via"]):
+        hop["status"] = "failed"
+        hop["why"] = f"{hop['why']}; its {len(hop['queries'])} searches are spent"
+
+
+# ------------------------------------------------------------------------------ the answer
+
+
+def _references(hop: Hop) -> set[int]:
+    return {int(k) - 1 for k in REFERENCE.findall(hop["question"])}
+
+
+def is_bridge_chain(hops: Sequence[Hop]) -> bool:
+    """Whether the last hop's answer answers the question: every earlier hop leads to it
+    (through the ``#k`` of the hops after it), and it is not a yes/no."""
+    if not hops or hops[-1]["expects"] == "yes/no":
+        return False
+    needed = {len(hops) - 1}
+    frontier = [len(hops) - 1]
+    while frontier:
+        for ref in _references(hops[frontier.pop()]):
+            if 0 <= ref < len(hops) and ref not in needed:
+                needed.add(ref)
+                frontier.append(ref)
+    return needed == set(range(len(hops)))
+
+
+_EARLIER = re.compile(r"\b(?:earlier|earliest|older|oldest|first|before|sooner)\b", re.I)
+_LATER = re.compile(
+    r"\b(?:later|latest|younger|youngest|last|after|more recent(?:ly)?|newer)\b", re.I
+)
+_MORE = re.compile(
+    r"\b(?:more|most|larger|largest|bigger|biggest|higher|highest|taller|tallest|longer|longest|greater|greatest)\b",
+    re.I,
+)
+_LESS = re.compile(
+    r"\b(?:fewer|fewest|less|least|smaller|smallest|lower|lowest|shorter|shortest)\b", re.I
+)
+
+
+def _date_key(value: str) -> tuple[int, int, int] | None:
+    dates = sorted(d for d in _dates(value) if d[0])
+    if dates:
+        return dates[0]
+    years = re.findall(r"\b(\d{3,4})\b", value)
+    return (int(years[0]), 0, 0) if len(years) == 1 else None
+
+
+def _number_key(value: str) -> float | None:
+    numbers = re.findall(r"\d[\d,]*(?:\.\d+)?", value)
+    if len(numbers) != 1:
+        return None
+    return float(numbers[0].replace(",", ""))
+
+
+def comparison_answer(question: str, hops: Sequence[Hop]) -> tuple[str, list[Hop]] | None:
+    """The answer of a comparison computed from the hops' values, or None when the question
+    is no comparison this can compute: the entity whose date (earlier/later) or number
+    (more/less) wins, with the hops it compared. Ties and unparsable values give None."""
+    leaves = [i for i in range(len(hops)) if not any(i in _references(h) for h in hops[i + 1 :])]
+    if len(leaves) < 2 or any(hops[i]["status"] != "resolved" for i in leaves):
+        return None
+    dated = all(hops[i]["expects"] == "date" for i in leaves)
+    counted = all(hops[i]["expects"] == "number" for i in leaves)
+    keys: list[Any] = []
+    if dated and (_EARLIER.search(question) or _LATER.search(question)):
+        keys = [_date_key(hops[i]["answer"] or "") for i in leaves]
+        pick_first = bool(_EARLIER.search(question))
+    elif counted and (_MORE.search(question) or _LESS.search(question)):
+        keys = [_number_key(hops[i]["answer"] or "") for i in leaves]
+        pick_first = bool(_LESS.search(question))
+    else:
+        return None
+    if any(key is None for key in keys) or len(set(keys)) != len(keys):
+        return None
+    subjects = []
+    for i in leaves:
+        names = [e for e in hop_entities(list(hops), i) if not e.isdigit()]
+        if not names:
+            return None
+        subjects.append(names[0])
+    order = sorted(range(len(leaves)), key=lambda j: keys[j])
+    winner = order[0] if pick_first else order[-1]
+    return subjects[winner], [hops[i] for i in leaves]
+
+
+def chain_answer(question: str, hops: Sequence[Hop]) -> tuple[str, str] | None:
+    """The answer the chain itself gives (answer, how: ``chain`` or ``comparison``), or None
+    when a reader must compose it (a yes/no, an aggregation) or the chain is not complete."""
+    if not chain_complete(hops):
+        return None
+    if is_bridge_chain(hops):
+        return str(hops[-1]["answer"]), "chain"
+    compared = comparison_answer(question, hops)
+    if compared is not None:
+        return compared[0], "comparison"
+    return None
+
+
+def chain_passages(hops: Iterable[Hop]) -> list[str]:
+    """Ids of the passages that state the resolved hops, in hop order."""
+    return list(
+        dict.fromkeys(h["passage"] for h in hops if h["status"] == "resolved" and h["passage"])
+    )
