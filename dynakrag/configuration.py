@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dynakrag.errors import ConfigurationError
 
@@ -40,6 +40,7 @@ def default_cache_dir() -> Path:
 
 BUILD_TIME_FIELDS: frozenset[str] = frozenset(
     {
+        "llm",
         "llm_base_url",
         "llm_model",
         "embedded_model",
@@ -181,6 +182,16 @@ class Configuration(BaseModel):
     )
 
     # --- models ------------------------------------------------------------------------------
+    llm: str | None = Field(
+        default=None,
+        description="A provider's chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini', "
+        "'anthropic:claude-sonnet-4-5', 'ollama:llama3.1'), built by LangChain's "
+        "init_chat_model at temperature 0 with llm_max_tokens, llm_timeout_s and dynakrag's "
+        "own retries; the provider's package (e.g. langchain-anthropic) and credentials "
+        "(e.g. ANTHROPIC_API_KEY, OPENAI_BASE_URL) come from the environment, and "
+        "llm_base_url, when set, is passed as its base_url. Unset: llm_base_url, else OpenAI "
+        "with OPENAI_API_KEY, else the embedded model.",
+    )
     llm_base_url: str | None = Field(
         default=None,
         description="OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp). "
@@ -241,6 +252,18 @@ class Configuration(BaseModel):
         default_factory=default_cache_dir,
         description="Cache for the assembled embedded model and the demo index.",
     )
+
+    @field_validator("llm")
+    @classmethod
+    def _provider_and_model(cls, value: str | None) -> str | None:
+        """'provider:model', both named: the provider picks the integration package, so it is
+        never guessed from the model name."""
+        if value is None:
+            return None
+        provider, _, model = value.strip().partition(":")
+        if not provider.strip() or not model.strip():
+            raise ValueError(f"expected 'provider:model', e.g. 'openai:gpt-4o-mini', got {value!r}")
+        return f"{provider.strip()}:{model.strip()}"
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Configuration:

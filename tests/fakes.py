@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
 import textwrap
+import threading
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -97,6 +101,56 @@ def _main_question(text: str) -> str:
 def demo_chat_model(answers: Mapping[str, str], hops=None) -> ScriptedChatModel:
     """A ScriptedChatModel over ``demo_responder``."""
     return ScriptedChatModel(respond=demo_responder(answers, hops))
+
+
+class RecordingChatServer:
+    """An OpenAI-compatible ``/v1/chat/completions`` on loopback, in this process: records each
+    request body and replies ``respond(messages)`` (messages with a ``.content``, as the
+    scripted responders read them). A context manager; ``base_url`` ends in ``/v1``."""
+
+    def __init__(self, respond: Callable[[list[Any]], str]) -> None:
+        self.respond = respond
+        self.bodies: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                owner.bodies.append(body)
+                messages = [
+                    SimpleNamespace(content=message.get("content") or "")
+                    for message in body.get("messages", [])
+                ]
+                reply = chat_completion_body(
+                    owner.respond(messages),
+                    model=body.get("model", "fake"),
+                    number=len(owner.bodies),
+                    prompt_tokens=sum(len(m.content) for m in messages) // 4,
+                )
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> RecordingChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
 
 
 def chat_completion_body(text: str, *, model: str, number: int, prompt_tokens: int) -> dict:

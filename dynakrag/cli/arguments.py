@@ -80,9 +80,21 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="heuristic (default), learned (the shipped trained policy), uniform, fixed or a "
         "trained policy file (.npz)",
     )
+    add_llm_option(parser)
     add_token_budget_option(parser)
     parser.add_argument("--quiet", action="store_true", help="print only the answer")
     add_log_option(parser)
+
+
+def add_llm_option(parser: argparse.ArgumentParser) -> None:
+    """``--llm PROVIDER:MODEL``: the ``llm`` setting (ask, demo, eval)."""
+    parser.add_argument(
+        "--llm",
+        metavar="PROVIDER:MODEL",
+        help="answer with this provider's chat model, built by LangChain's init_chat_model, "
+        "e.g. openai:gpt-4o-mini (the provider's package and API key must be there; "
+        "default: DYNAKRAG_LLM, else the endpoint or the embedded model)",
+    )
 
 
 def add_token_budget_option(parser: argparse.ArgumentParser) -> None:
@@ -103,7 +115,7 @@ def run_configuration(args: argparse.Namespace) -> Configuration:
     from dynakrag.policy.registry import resolve_policy
 
     cfg = Configuration.from_env(
-        max_steps=args.max_steps, policy=args.policy, token_budget=args.token_budget
+        max_steps=args.max_steps, policy=args.policy, token_budget=args.token_budget, llm=args.llm
     )
     resolve_policy(cfg.policy)
     return cfg

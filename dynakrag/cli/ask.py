@@ -58,9 +58,9 @@ def run_ask(args: argparse.Namespace) -> int:
 
     cfg = run_configuration(args)
     question = validate_question(args.question, cfg)
+    llm = make_llm(cfg)  # before the log and the index: a --llm that cannot be built fails here
     with logged_run(args.log, command="ask") as (checkpointer, config):
         searcher = _searcher_for(args, cfg)
-        llm = make_llm(cfg)
         graph = build_graph(searcher, configuration=cfg, llm=llm, checkpointer=checkpointer)
         out = None if args.json or args.quiet else sys.stdout
         final = stream_run(graph, question, out, config, explain=args.explain)

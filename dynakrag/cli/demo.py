@@ -30,6 +30,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from dynakrag.llm.factory import describe_backend
 
     cfg = run_configuration(args)
+    llm = make_llm(cfg)  # before any output: a --llm that cannot be built fails here
     corpus = generate_demo_corpus(DEMO_SEED)
     gold = demo_question(corpus)
     question = validate_question(args.question or gold.question, cfg)
@@ -41,7 +42,6 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"Generator: {describe_backend(cfg)}", file=out)
         print(f"Question: {question}", file=out)
     with logged_run(args.log, command="demo") as (checkpointer, config):
-        llm = make_llm(cfg)
         graph = build_graph(
             demo_searcher(cfg), configuration=cfg, llm=llm, checkpointer=checkpointer
         )

@@ -24,6 +24,7 @@ from typing import Any
 
 from dynakrag.cli.arguments import (
     EXIT_OK,
+    add_llm_option,
     add_token_budget_option,
     add_worker_options,
     positive_int,
@@ -90,6 +91,7 @@ def add_parser(subparsers: Any) -> None:
         help="--policy oracle only: actions it looks ahead (default 2)",
     )
     add_token_budget_option(parser)
+    add_llm_option(parser)
     parser.add_argument("--k", type=positive_int, help="naive only: passages retrieved (5)")
     parser.add_argument("--no-cache", action="store_true", help="do not use the LLM disk cache")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -123,7 +125,12 @@ def run_eval(args: argparse.Namespace) -> int:
         policy=None if args.policy == ORACLE else args.policy,
         retriever=args.retriever,
         token_budget=args.token_budget,
+        llm=args.llm,
     )
+    if cfg.llm:
+        from dynakrag.llm.factory import provider_chat_model
+
+        provider_chat_model(cfg)  # a model that cannot be built fails before the data loads
     options: dict[str, Any] = {}
     if args.method == "dynakrag":
         options["policy"] = args.policy if args.policy == ORACLE else cfg.policy

@@ -25,6 +25,13 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_not_exception_type,
+    retry_if_result,
+    stop_after_attempt,
+)
 
 from dynakrag.errors import ModelUnavailableError
 
@@ -249,7 +256,13 @@ class LLMClient:
         at its budget raises :class:`_CutShort` at once (asking again would cut it again)."""
         usage = NO_USAGE
         prompt_text = "\n".join(content for _, content in messages)
-        for attempt in range(self.max_retries + 1):
+        attempts = 0
+
+        def attempt() -> Any | None:
+            """One request: the reply message, None when it is empty; a backend fault is
+            counted (usage and health) and raised for the retryer."""
+            nonlocal usage, attempts
+            attempts += 1
             try:
                 reply = runnable.invoke(list(messages))
             except ModelUnavailableError:
@@ -258,22 +271,43 @@ class LLMClient:
                 if type(exc).__name__ in CUT_SHORT_ERRORS:
                     raise _CutShort(exc, usage + _cut_usage(exc, prompt_text)) from exc
                 usage += Usage(1, estimate_tokens(prompt_text), 0)
-                self._count_failure(exc, attempt)
-                if attempt < self.max_retries:
-                    time.sleep(self.backoff_s * (2**attempt))
-                continue
+                self._count_failure(exc, attempts - 1)
+                raise
             text = message_text(reply)
             usage += _usage_of(reply, prompt_text, text)
             self.replies += 1
             if text.strip():
-                return reply, usage
-            logger.warning("LLM returned an empty completion (attempt %d)", attempt + 1)
-        return None, usage
+                return reply
+            logger.warning("LLM returned an empty completion (attempt %d)", attempts)
+            return None
+
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            # A fault or an empty reply is asked again; a lost backend or a cut reply is not.
+            retry=retry_if_not_exception_type((ModelUnavailableError, _CutShort))
+            | retry_if_result(lambda reply: reply is None),
+            wait=self._backoff,
+            sleep=_pause,
+            retry_error_callback=lambda state: None,  # every attempt failed: no reply
+        )
+        return retrying(attempt), usage
+
+    def _backoff(self, state: RetryCallState) -> float:
+        """Seconds before the next attempt: ``backoff_s`` doubled per attempt made before the
+        one that failed (0.5, 1.0, ... s), none after an empty reply."""
+        failed = state.outcome is not None and state.outcome.failed
+        return self.backoff_s * (2 ** (state.attempt_number - 1)) if failed else 0.0
 
     @property
     def unreachable(self) -> bool:
         """True when every request so far failed (and there was at least one)."""
         return self.failed_requests > 0 and self.replies == 0
+
+
+def _pause(seconds: float) -> None:
+    """The retryer's sleep: none at all for no wait (an empty reply is asked again at once)."""
+    if seconds > 0:
+        time.sleep(seconds)  # looked up per call, so a test can replace time.sleep
 
 
 CUT_SHORT_ERRORS = frozenset({"LengthFinishReasonError"})

@@ -7,17 +7,17 @@ assembly lets later calls reuse the file without hashing it again.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import json
 import re
 import shutil
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
+
+from filelock import FileLock
 
 from dynakrag.errors import ModelUnavailableError
 from dynakrag.files import atomic_writer, sha256_file, write_json
@@ -130,15 +130,14 @@ def _hash_file(path: Path, progress: bool, desc: str) -> str:
         return sha256_file(path, on_block=bar.update)
 
 
-@contextlib.contextmanager
-def exclusive_file_lock(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path``, so concurrent processes assemble one at a time."""
-    with path.open("a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+def exclusive_file_lock(path: Path) -> FileLock:
+    """An exclusive lock on ``path`` (a context manager that waits as long as it takes), so
+    concurrent processes assemble one at a time.
+
+    :class:`filelock.FileLock` takes an ``flock`` on Unix; ``preserve_lock_file`` keeps it a
+    plain ``flock`` on a file left in place (no PID-marker fallback), as the model server
+    supervisor takes the same lock on the registry lock file."""
+    return FileLock(path, preserve_lock_file=True)
 
 
 def _concatenate(

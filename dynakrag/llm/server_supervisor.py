@@ -1,6 +1,7 @@
 """Keeps one shared model server running while some process on the machine uses it.
 
-Run as a script (standard library only, so it starts fast and imports nothing of dynakrag)::
+Run as a script (standard library and :mod:`filelock` only, so it starts fast and imports
+nothing of dynakrag)::
 
     python server_supervisor.py --port P --identity ID --registry R --users U --lock L \
         --idle S -- SERVER ARGV...
@@ -28,9 +29,14 @@ import sys
 import time
 from pathlib import Path
 
+from filelock import FileLock
+
 
 def _nobody_holds(users: Path) -> bool:
-    """True when no process holds a shared lock on ``users`` (checked without blocking)."""
+    """True when no process holds a shared lock on ``users`` (checked without blocking).
+
+    Plain ``flock``, as the users' leases (:mod:`dynakrag.llm.shared_server`): filelock has no
+    shared mode, and both sides of this check must use the same primitive."""
     with users.open("a+") as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -108,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         idle_since = idle_since if idle_since is not None else now
         if now - idle_since < args.idle:
             continue
-        # Under the registry lock no new user can join between the check and the stop.
-        with args.lock.open("a+") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        # Under the registry lock no new user can join between the check and the stop. The
+        # same lock as the users' (model_assembly.exclusive_file_lock), waited for as long.
+        with FileLock(args.lock, preserve_lock_file=True):
             if _nobody_holds(args.users):
                 stop_process(child)
                 _remove_entry(args.registry, args.users)

@@ -230,6 +230,8 @@ class SharedServer:
         if self._lease is None:
             assert self._entry is not None
             self._lease = self._users_path(int(self._entry["port"])).open("a+")
+            # A shared flock, held by every user at once: filelock has no shared mode (its
+            # read-write locks are SQLite files), so the lease stays on fcntl.
             fcntl.flock(self._lease.fileno(), fcntl.LOCK_SH)
 
     def _launch(self, preferred: int | None) -> dict[str, Any]:

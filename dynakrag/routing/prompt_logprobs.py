@@ -117,7 +117,10 @@ class PromptLogprobScorer:
     def from_config(cls, cfg: Configuration, **kwargs: Any) -> PromptLogprobScorer | None:
         """The scorer for the configured backend: ``llm_base_url`` (alignment verified on
         first use), else the embedded server; ``None`` for OpenAI itself, whose chat models
-        give no prompt log-probs (use the ``"answer"`` signal)."""
+        give no prompt log-probs, and for a model named in ``llm`` (use the ``"answer"``
+        signal)."""
+        if cfg.llm:
+            return None  # init_chat_model's providers have no common completions endpoint
         if cfg.llm_base_url:
             kwargs.setdefault("verify_alignment", True)
             kwargs.setdefault("timeout", cfg.llm_timeout_s)

@@ -108,18 +108,19 @@ def _write_question(log: str, records: list[dict[str, Any]]) -> None:
     nothing). Workers finishing their first questions together may race to create the
     records table (PostgreSQL's ``CREATE TABLE IF NOT EXISTS`` is not safe against a
     concurrent twin): the loser tries again, the table then being there."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt
+
     from dynakrag.training.trajectories import write_log_records
 
-    for attempt in range(3):
-        try:
-            write_log_records(log, records)
-            return
-        except Exception as exc:
-            if attempt == 2 or not _lost_creation_race(exc):
-                raise
+    # Three tries, at once (the winner's table is there by then); any other error, or the
+    # third lost race, is raised as it is.
+    retrying = Retrying(
+        retry=retry_if_exception(_lost_creation_race), stop=stop_after_attempt(3), reraise=True
+    )
+    retrying(write_log_records, log, records)
 
 
-def _lost_creation_race(exc: Exception) -> bool:
+def _lost_creation_race(exc: BaseException) -> bool:
     try:
         from psycopg import errors
     except ImportError:

@@ -21,6 +21,7 @@ from dynakrag.actions.rewrite_query import rewrite_query
 from dynakrag.actions.stop_answer import stop_answer
 from dynakrag.actions.sufficiency_check import sufficiency_check
 from dynakrag.configuration import Configuration
+from dynakrag.errors import ModelUnavailableError
 from dynakrag.graph.nodes import FIXED_EDGES, run_action
 from dynakrag.llm import client as client_module
 from dynakrag.llm.client import LLMClient, Usage, estimate_tokens, parse_json_object
@@ -775,6 +776,38 @@ def test_llm_client_usage_sums_over_failed_and_successful_attempts() -> None:
     assert text == "ok"
     prompt_chars = sum(len(content) for _, content in MESSAGES)
     assert usage == Usage(2, estimate_tokens(PROMPT_TEXT) + prompt_chars // 4, len("ok") // 4)
+
+
+def test_llm_client_waits_only_after_a_failed_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    sleeps: list[float] = []
+    monkeypatch.setattr(client_module.time, "sleep", sleeps.append)
+    outcomes = iter(["", RuntimeError("503"), " ", "Velford"])
+
+    def respond(messages: list[BaseMessage]) -> str:
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    llm = LLMClient(ScriptedChatModel(respond=respond), max_retries=3, backoff_s=0.5)
+    text, usage = llm.text(MESSAGES)
+    assert text == "Velford"
+    # The backoff of the second attempt's fault (0.5 * 2); an empty reply is asked again at once.
+    assert sleeps == [1.0]
+    assert (llm.replies, llm.failed_requests, usage.llm_calls) == (3, 1, 4)
+
+
+def test_llm_client_does_not_retry_a_lost_backend() -> None:
+    calls: list[int] = []
+
+    def respond(messages: list[BaseMessage]) -> str:
+        calls.append(1)
+        raise ModelUnavailableError("the embedded server died again")
+
+    llm = _client(respond, max_retries=2)
+    with pytest.raises(ModelUnavailableError, match="died again"):
+        llm.text(MESSAGES)
+    assert len(calls) == 1 and llm.failed_requests == 0
 
 
 def test_llm_client_json_retries_unparseable_replies() -> None:

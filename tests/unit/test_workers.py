@@ -77,3 +77,36 @@ def test_an_unreachable_scheduler_is_named(monkeypatch: pytest.MonkeyPatch) -> N
     expected = f"cannot reach the Dask scheduler at {address}"
     with pytest.raises(UserInputError, match=expected), dask_client(scheduler=address):
         pass
+
+
+def test_a_lost_table_creation_race_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers racing to create the records table: the loser writes again, at most 3 tries;
+    any other error is raised at once."""
+    errors = pytest.importorskip("psycopg.errors")
+    from dynakrag.training import trajectories
+    from dynakrag.training.workers import _write_question
+
+    calls: list[str] = []
+    script: list[BaseException] = []
+
+    def write(log: str, records: list[dict[str, object]]) -> None:
+        calls.append(log)
+        if script:
+            raise script.pop(0)
+
+    monkeypatch.setattr(trajectories, "write_log_records", write)
+    script[:] = [errors.DuplicateTable("records exists"), errors.UniqueViolation("pg_type")]
+    _write_question("postgresql://db", [{"question": "q"}])
+    assert calls == ["postgresql://db"] * 3
+
+    calls.clear()
+    script[:] = [errors.DuplicateObject(f"lost {n}") for n in range(4)]
+    with pytest.raises(errors.DuplicateObject, match="lost 2"):
+        _write_question("postgresql://db", [])
+    assert len(calls) == 3
+
+    calls.clear()
+    script[:] = [OSError("disk full")]
+    with pytest.raises(OSError, match="disk full"):
+        _write_question("postgresql://db", [])
+    assert len(calls) == 1
