@@ -201,7 +201,7 @@ def decompose(
     return (parts[:MAX_SUB_QUESTIONS] or [question]), usage
 
 
-_WORD_PREFIX = 5
+_WORD_PREFIX = 4
 
 
 _PLAIN_WORD = re.compile(r"\b[a-z][a-z'’-]{3,}\b")
@@ -214,7 +214,8 @@ _COMMON_WORDS = frozenset(
 
 def _lost_words(question: str, parts: Sequence[str]) -> bool:
     """Whether a lower-case content word of ``question`` (four letters or more, not a common
-    word) is in none of ``parts``; words are compared on their first five letters."""
+    word) is in none of ``parts``; words are compared on their first four letters ("works"
+    finds "work", "founder" finds "founded")."""
     have = {word[:_WORD_PREFIX] for word in _PLAIN_WORD.findall(" ".join(parts).lower())}
     return any(
         word[:_WORD_PREFIX] not in have
@@ -234,14 +235,45 @@ def _sub_questions(reply: object) -> list[str] | None:
     return cleaned or None
 
 
+# Entity classes by the common nouns that name them: a hop asking for a noun of one class is
+# not answered by an entity a sentence labels with a noun of another.
+CLASS_NOUNS: dict[str, frozenset[str]] = {
+    "settlement": frozenset(
+        "city town village municipality capital hometown birthplace metropolis suburb".split()
+    ),
+    "country": frozenset("country nation kingdom republic".split()),
+    "region": frozenset("state province region county district territory prefecture".split()),
+    "water": frozenset("river stream lake sea ocean bay creek".split()),
+    "landform": frozenset("mountain hill island peninsula valley desert".split()),
+    "organisation": frozenset(
+        "company firm business corporation employer maker manufacturer enterprise brand "
+        "startup label publisher studio agency".split()
+    ),
+    "school": frozenset("university college school academy institute".split()),
+    "group": frozenset("band team club party orchestra choir".split()),
+}
+"""Entity classes by the common nouns that name them ("town" and "city" are one class)."""
+PERSON_NOUNS = frozenset(
+    "person man woman people founder author writer director actor actress singer player "
+    "coach composer painter artist inventor creator owner leader president ceo manager "
+    "husband wife son daughter father mother brother sister spouse producer".split()
+)
+"""Nouns that name a person by a relation ("the founder of X")."""
+_CLASS_HEADS = frozenset().union(*CLASS_NOUNS.values())
+
 _DESCRIBED = re.compile(r"\b(?:the|a|an)\s+[a-z]+\s+(?:where|that|which|who|whom|whose)\s+\w")
 _OF_PHRASE = re.compile(r"\bthe\s+(?:[a-z]+\s+){1,2}of\s")
 
 
 _RELATIVE = re.compile(
-    r"\b(?:the|a|an)\s+([a-z]+(?:\s+[a-z]+)?)\s+(where|that|which|who|whom)\s+([^,?;]+)"
+    r"\b(?:the|a|an)\s+([a-z]+(?:\s+[a-z]+)?)\s+(where|that|which|who|whom)\s+([^,?;]+?)"
+    r"\s*[?.!]*\s*$"
 )
-_LAST_OF = re.compile(r"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(#\d+|[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)")
+"""A thing described by a clause that ends the question (where a clause stops inside a
+question, "... where Ada works born?", is not told by a rule)."""
+_LAST_OF = re.compile(
+    r"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(#\d+|[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)"
+)
 
 
 def split_facts(sub_questions: Sequence[str]) -> list[str]:
@@ -265,17 +297,41 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
             chained = list(_LAST_OF.finditer(text))
             if relative is not None:
                 noun, word, clause = relative.groups()
+                words = clause.split()
+                # "In which country was the founder of the firm where Ada works born?": after
+                # an auxiliary the question's own verb closes it, so the clause stops before.
+                tail = ""
+                if _AUXILIARY.search(text[: relative.start()]) and len(words) >= 3:
+                    clause, tail = " ".join(words[:-1]), f" {words[-1]}"
                 out.append(f"What is the {noun} {word} {clause.strip()}?")
-                text = f"{text[: relative.start()]}#{len(out)}{text[relative.end():]}"
-            elif chained and len(_OF_PHRASE.findall(text.lower())) >= 2:
+                text = f"{text[: relative.start()]}#{len(out)}{tail}?"
+            elif chained and _cuttable_of(text, chained[-1]):
                 last = chained[-1]
                 out.append(f"What is the {last.group(1)} of {last.group(2)}?")
-                text = f"{text[: last.start()]}#{len(out)}{text[last.end():]}"
+                text = f"{text[: last.start()]}#{len(out)}{text[last.end() :]}"
             else:
                 break
+            if not text.rstrip().endswith("?"):
+                text = f"{text.rstrip()}?"
         out.append(text)
         final_of[number] = len(out)
     return out
+
+
+_AUXILIARY = re.compile(r"\b(?:is|was|are|were|did|does|do|has|have|had)\b")
+_ASKS_THE_OF = re.compile(r"^\s*(?:what|who|which)\s+(?:is|was|are|were)\s+the\s", re.IGNORECASE)
+
+
+def _cuttable_of(text: str, phrase: re.Match[str]) -> bool:
+    """Whether the "the X of Y" ``phrase`` is a fact of its own inside ``text``: one of two
+    chained, or a person named by a relation ("the founder of") or a described place or thing
+    ("the birth city of"; "the city of Paris" is Paris) inside another relation."""
+    if len(_OF_PHRASE.findall(text.lower())) >= 2:
+        return True
+    if _ASKS_THE_OF.match(text) and phrase.start() == _ASKS_THE_OF.match(text).end() - 4:
+        return False  # "Who is the founder of X?" asks that fact itself
+    words = phrase.group(1).split()
+    return words[-1] in PERSON_NOUNS or (len(words) == 2 and words[-1] in _CLASS_HEADS)
 
 
 def joins_facts(sub_question: str) -> bool:
@@ -283,7 +339,9 @@ def joins_facts(sub_question: str) -> bool:
     instead of naming it ("Who founded the company where Ada works?"), or chains two "the X
     of" phrases ("the birth city of the founder of ...")."""
     lowered = sub_question.lower()
-    return bool(_DESCRIBED.search(lowered)) or len(_OF_PHRASE.findall(lowered)) >= 2
+    if _DESCRIBED.search(lowered) or len(_OF_PHRASE.findall(lowered)) >= 2:
+        return True
+    return any(_cuttable_of(sub_question, phrase) for phrase in _LAST_OF.finditer(sub_question))
 
 
 def resolve_references(text: str, answers: list[str | None]) -> str:

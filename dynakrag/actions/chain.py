@@ -35,7 +35,7 @@ from dynakrag.actions.grounding import (
     question_entities,
     statement_of,
 )
-from dynakrag.decomposition import REFERENCE, resolve_references
+from dynakrag.decomposition import CLASS_NOUNS, PERSON_NOUNS, REFERENCE, resolve_references
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.state import Document, Hop, HopKind, SubQuestion
 
@@ -71,23 +71,6 @@ SEARCHES_PER_HOP = 2
 """Searches one hop may take (its own query, then one rewritten retry), plus one per entity it
 is extended through."""
 
-# Entity classes by the common nouns that name them: a hop asking for a noun of one class is
-# not answered by an entity a sentence labels with a noun of another.
-_CLASSES: dict[str, frozenset[str]] = {
-    "settlement": frozenset(
-        "city town village municipality capital hometown birthplace metropolis suburb".split()
-    ),
-    "country": frozenset("country nation kingdom republic".split()),
-    "region": frozenset("state province region county district territory prefecture".split()),
-    "water": frozenset("river stream lake sea ocean bay creek".split()),
-    "landform": frozenset("mountain hill island peninsula valley desert".split()),
-    "organisation": frozenset(
-        "company firm business corporation employer maker manufacturer enterprise brand "
-        "startup label publisher studio agency".split()
-    ),
-    "school": frozenset("university college school academy institute".split()),
-    "group": frozenset("band team club party orchestra choir".split()),
-}
 _KIND_OF_CLASS: dict[str, HopKind] = {
     "settlement": "place",
     "country": "place",
@@ -98,11 +81,6 @@ _KIND_OF_CLASS: dict[str, HopKind] = {
     "school": "organisation",
     "group": "organisation",
 }
-_PERSON_NOUNS = frozenset(
-    "person man woman people founder author writer director actor actress singer player "
-    "coach composer painter artist inventor creator owner leader president ceo manager "
-    "husband wife son daughter father mother brother sister spouse producer".split()
-)
 _DATE_NOUNS = frozenset("year date day month decade century".split())
 _NUMBER_NOUNS = frozenset("number amount population age count".split())
 _AUXILIARIES = frozenset(
@@ -127,13 +105,13 @@ def entity_class(noun: str) -> str | None:
     """The entity class a common noun names ("town" -> "settlement"), None when not listed."""
     word = noun.lower()
     singular = word[:-1] if word.endswith("s") and word[:-1] in _ALL_CLASS_NOUNS else word
-    for name, nouns in _CLASSES.items():
+    for name, nouns in CLASS_NOUNS.items():
         if singular in nouns:
             return name
     return None
 
 
-_ALL_CLASS_NOUNS = frozenset().union(*_CLASSES.values())
+_ALL_CLASS_NOUNS = frozenset().union(*CLASS_NOUNS.values())
 
 
 def expected_kind(question: str) -> tuple[HopKind, str]:
@@ -161,7 +139,7 @@ def expected_kind(question: str) -> tuple[HopKind, str]:
     cls = entity_class(noun) if noun else None
     if cls is not None:
         return _KIND_OF_CLASS[cls], noun
-    if noun in _PERSON_NOUNS:
+    if noun in PERSON_NOUNS:
         return "person", noun
     if re.search(r"\bhow (?:many|much|old|long|far|tall|high|big)\b", lowered):
         return "number", ""

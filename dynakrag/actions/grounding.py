@@ -356,9 +356,11 @@ def verdict_from_record(record: Mapping[str, Any]) -> AbstentionVerdict:
 
 
 def abstention_before_answer(
-    question: str, evidence: Sequence[Mapping[str, Any]]
+    question: str, evidence: Sequence[Mapping[str, Any]], *, coverage: bool = True
 ) -> AbstentionVerdict | None:
-    """The reason to abstain before any answer is written (no model call), or None."""
+    """The reason to abstain before any answer is written (no model call), or None;
+    ``coverage=False`` leaves out ``question_not_covered`` (a chain of hops judges coverage by
+    its hops: a paraphrase shares few words with the passages)."""
     if not has_answerable_content(question):
         return _abstain("no_content")
     if not evidence:
@@ -366,9 +368,9 @@ def abstention_before_answer(
     missing = missing_entities(question, evidence)
     if missing:
         return _abstain("entities_missing", names=", ".join(missing))
-    coverage = question_coverage(question, evidence)
-    if coverage < MIN_QUESTION_COVERAGE:
-        return _abstain("question_not_covered", share=coverage)
+    share = question_coverage(question, evidence) if coverage else 1.0
+    if share < MIN_QUESTION_COVERAGE:
+        return _abstain("question_not_covered", share=share)
     return None
 
 

@@ -41,15 +41,20 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[
     question = state["question"]
     evidence = evidence_window(state, cfg)
     hops = state.get("hops") or []
+    if cfg.abstain:
+        early = (
+            # A chain judges coverage by its hops, not by the share of the question's words.
+            abstention_before_answer(question, evidence, coverage=False)
+            if hops
+            else _verdict_before_answer(state, evidence)
+        )
+        if early is not None:
+            return _final_update(state, evidence, "", early, NO_USAGE, fallback=False)
     if hops:
         chained = _chain_verdict(state, hops, cfg)
         if chained is not None:
             answer, verdict = chained
             return _final_update(state, evidence, answer, verdict, NO_USAGE, fallback=False)
-    elif cfg.abstain:
-        early = _verdict_before_answer(state, evidence)
-        if early is not None:
-            return _final_update(state, evidence, "", early, NO_USAGE, fallback=False)
     answer, usage = _read_answer(state, resources, evidence)
     fallback = answer is None
     if fallback:

@@ -287,12 +287,12 @@ def task_of(messages: Sequence[Any]) -> str | None:
     if system == REWRITE_SYSTEM:
         return REWRITE
     if system == ANSWER_SYSTEM:
+        if request.endswith(HOP_REQUEST_END):  # before SUFFICIENCY: both end with "JSON:"
+            return HOP
         if request.endswith(SUFFICIENCY_REQUEST_END):
             return SUFFICIENCY
         if request.endswith(ANSWER_REQUEST_END):
             return ANSWER
         if request.endswith(VERIFY_REQUEST_END):
             return VERIFY
-        if request.endswith(HOP_REQUEST_END):
-            return HOP
     return None
