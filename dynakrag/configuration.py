@@ -79,16 +79,16 @@ class Configuration(BaseModel):
         default=3, ge=1, le=50, description="Documents an acquisition action adds to the evidence."
     )
     max_steps: int = Field(
-        default=16,
+        default=4,
         ge=1,
         le=32,
         description="Control steps (non-terminal actions) before the controller must answer. "
-        "A hop of the chain takes about two (its search and its check), so the default lets a "
-        "4-hop chain finish with a retry and an extension to spare; the heuristic stops as "
-        "soon as the chain is complete, so a one-hop question stays cheap.",
+        "A hop of the chain (sub_question_answering='chain') takes about two (its search and "
+        "its check): give a 4-hop chain 16 (with max_retrieval_calls 10); the heuristic stops "
+        "as soon as the chain is complete, so a one-hop question stays cheap.",
     )
     max_retrieval_calls: int = Field(
-        default=10, ge=1, le=32, description="Retriever calls allowed per question."
+        default=4, ge=1, le=32, description="Retriever calls allowed per question."
     )
     max_final_docs: int = Field(
         default=12, ge=1, le=100, description="Most documents given to the final answer."
@@ -133,7 +133,7 @@ class Configuration(BaseModel):
         "sub-question per conjunction/comma-separated part).",
     )
     sub_question_answering: Literal["joint", "sequential", "chain"] = Field(
-        default="chain",
+        default="joint",
         description="How sufficiency_check answers the sub-questions from the evidence: "
         "'joint' (one call answers all of them as a JSON list), 'sequential' (one call "
         "each, in order, the answers found so far written into later sub-questions' #k; a "
