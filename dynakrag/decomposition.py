@@ -294,6 +294,8 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
             if not joins_facts(text):
                 break
             relative = _RELATIVE.search(text)
+            if relative is not None and _WH_WORD.search(relative.group(3)):
+                relative = None  # "a company that has its office in what city": the asked part
             chained = list(_LAST_OF.finditer(text))
             if relative is not None:
                 noun, word, clause = relative.groups()
@@ -318,6 +320,7 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
     return out
 
 
+_WH_WORD = re.compile(r"\b(?:what|which|who|whom|whose|where|when|how)\b", re.IGNORECASE)
 _AUXILIARY = re.compile(r"\b(?:is|was|are|were|did|does|do|has|have|had)\b")
 _ASKS_THE_OF = re.compile(r"^\s*(?:what|who|which)\s+(?:is|was|are|were)\s+the\s", re.IGNORECASE)
 

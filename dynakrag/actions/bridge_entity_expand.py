@@ -21,6 +21,7 @@ def bridge_entity_expand(state: State, resources: Resources, cfg: Configuration)
         "bridge_entity_expand",
         entity,
         details={"entity": entity},
-        names=[entity],
+        # With a chain the entity's own passages come first (look-alike names are others).
+        names=[entity] if state.get("hops") else (),
         expanded_entities=[*state.get("expanded_entities", []), entity],
     )

@@ -63,6 +63,7 @@ __all__ = [
     "plan_hops",
     "resolve_hops",
     "sub_questions_of",
+    "whole_name",
 ]
 
 MAX_HOP_PASSAGES = 4
@@ -496,13 +497,21 @@ def resolve_hops(
         usage += call_usage
         entry: dict[str, Any] = {"hop": index + 1, "question": text, "answer": answer}
         log.append(entry)
-        if answer is None:
-            hop["why"] = "the passages about its entity do not state it"
-            entry["verdict"] = hop["why"]
-            _close_if_spent(hop)
-            break
-        statement, why, through = _judge(answer, hops, index, question, docs)
+        statement, why, through = (
+            (None, "the passages about its entity do not state it", None)
+            if answer is None
+            else _judge(answer, hops, index, question, docs)
+        )
         entry["verdict"] = why
+        if statement is None and through is None:
+            # Asked for a place of one class (a country), the entity's own passage may name a
+            # place of another (its city): the hop goes on through that place.
+            found = _place_to_go_through(hops, index, docs)
+            if found is not None:
+                through, statement = found
+                label = label_of(through, statement.sentence)
+                why = f"{why}; its passage names the {label} {through}"
+                entry["verdict"] = why
         if through is not None and statement is not None:
             # A hidden hop: go on from the entity the sentence named.
             hop["via"] = [*hop["via"], through]
@@ -511,18 +520,74 @@ def resolve_hops(
             hop["why"] = f"extended through {through} ({why})"
             continue
         if statement is None:
-            hop["rejected"] = [*hop["rejected"], f"{answer}: {why}"]
+            if answer is not None:
+                hop["rejected"] = [*hop["rejected"], f"{answer}: {why}"]
             hop["why"] = why
             _close_if_spent(hop)
             break
         hop.update(
             status="resolved",
-            answer=answer,
+            answer=whole_name(answer, statement.sentence),
             passage=statement.passage,
             sentence=statement.sentence,
             why=why,
         )
     return hops, usage, log
+
+
+_LABELLED_NAME = re.compile(r"\bthe\s+([a-z]+)\s+of\s+([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)")
+
+
+_NAME_RUN = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z][\w'’-]*)*")
+_LEADING = frozenset({"The", "A", "An"})
+
+
+def whole_name(answer: str, sentence: str) -> str:
+    """``answer`` as the sentence names it: a name the generator shortened ("Essane" for "the
+    Essane River", "Ilsa" for "Ilsa Marr") becomes the whole run of capitalised words it sits
+    in; anything else comes back as it is."""
+    wanted = normalised(answer)
+    if not wanted or not answer[:1].isupper():
+        return answer
+    for match in _NAME_RUN.finditer(sentence):
+        words = match.group(0).split()
+        while words and words[0] in _LEADING:
+            words = words[1:]
+        name = " ".join(words)
+        if f" {wanted} " in f" {normalised(name)} " and len(name) > len(answer):
+            return name
+    return answer
+
+
+def _place_to_go_through(
+    hops: Sequence[Hop], index: int, docs: Sequence[Document]
+) -> tuple[str, Statement] | None:
+    """For a hop asking for a place of one class, the one place of another class that a
+    sentence of its entity's own passages names ("born in the city of Prynvale" for "In which
+    country was X born?"), with that sentence; None when there is none or more than one."""
+    hop = hops[index]
+    wanted = entity_class(hop["type_noun"]) if hop["type_noun"] else None
+    if hop["expects"] != "place" or wanted is None:
+        return None
+    names = hop_entities(hops, index)
+    known = {normalised(v) for v in hop["via"]} | {normalised(n) for n in names}
+    found: dict[str, Statement] = {}
+    names_by_key: dict[str, str] = {}
+    for doc in docs:
+        if not any(_about(doc, name) for name in names):
+            continue
+        for sentence in _sentences(str(doc.get("text", ""))):
+            for noun, name in _LABELLED_NAME.findall(sentence):
+                cls = entity_class(noun)
+                if cls is None or cls == wanted or _KIND_OF_CLASS[cls] != "place":
+                    continue
+                if normalised(name) not in known:
+                    found.setdefault(normalised(name), Statement(str(doc["id"]), sentence))
+                    names_by_key.setdefault(normalised(name), name)
+    if len(found) != 1:
+        return None
+    key, statement = next(iter(found.items()))
+    return names_by_key[key], statement
 
 
 def _close_if_spent(hop: Hop) -> None:
