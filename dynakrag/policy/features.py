@@ -19,7 +19,7 @@ Version 1 (the first shipped policy)
     Question cues, evidence coverage, sub-questions, the last search's frontier including its
     *raw retriever scores* (``fr_top_score``, ``fr_added_mean_score``, ``fr_margin``), pending
     work, budgets, sufficiency, history.
-Version 2 (:data:`FEATURE_SCHEMA_VERSION`): features that transfer between retrievers
+Version 2: features that transfer between retrievers
     The raw scores are gone: their scale is the retriever's (cosine similarity, BM25, fused
     reciprocal ranks), so a forest trained with one retriever misreads another. In their place
     scale-free signals: ``fr_margin_norm`` (top-1 minus top-2 score over the top score),
@@ -30,6 +30,13 @@ Version 2 (:data:`FEATURE_SCHEMA_VERSION`): features that transfer between retri
     has), ``sub_last_answered`` (the last sub-question, the chain's end, has an answer) and
     ``bridge_titled`` (share of the bridge entities found so far that title an evidence
     passage: the second hop was fetched).
+
+Version 3 (:data:`FEATURE_SCHEMA_VERSION`): the chain of hops
+    Version 2 plus what the state knows about the chain (``sub_question_answering="chain"``;
+    all 0 without a plan): ``hops`` (hops planned), ``hops_resolved_frac``, ``hop_failed`` (a
+    hop gave up), ``hop_searches_left`` (searches the next open hop may still take),
+    ``hop_extended`` (the next hop goes on through another entity) and the kind the next hop
+    expects (``hop_next_<kind>``).
 
 Changing what a name means or adding a name to a schema needs a new schema version; old
 versions must stay computable as they were.
@@ -46,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from dynakrag.actions.bridge_entities import pending_bridge_entities
+from dynakrag.actions.chain import SEARCHES_PER_HOP, next_open_hop
 from dynakrag.actions.text import content_words, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.files import json_safe
@@ -71,7 +79,7 @@ __all__ = [
     "state_values",
 ]
 
-FEATURE_SCHEMA_VERSION = 2
+FEATURE_SCHEMA_VERSION = 3
 """The schema new policies are trained with (stored in every policy file)."""
 
 _WH_GROUPS: tuple[tuple[str, frozenset[str]], ...] = (
@@ -90,6 +98,15 @@ _COMPARISON_WORDS = frozenset(
     "larger smaller longer shorter higher lower bigger than".split()
 )
 _TOKEN = re.compile(r"[a-z]+")
+_HOP_KINDS: tuple[str, ...] = ("person", "organisation", "place", "date", "number", "other")
+_CHAIN_NAMES: tuple[str, ...] = (
+    "hops",
+    "hops_resolved_frac",
+    "hop_failed",
+    "hop_searches_left",
+    "hop_extended",
+    *(f"hop_next_{kind}" for kind in _HOP_KINDS),
+)
 
 MEANINGS: dict[str, str] = {
     "q_words": "words in the question",
@@ -138,6 +155,12 @@ MEANINGS: dict[str, str] = {
     "compressed": "the evidence was compressed",
     "rewrites": "query rewrites so far",
     "query_rewritten": "the current query differs from the question",
+    "hops": "hops of the chain's plan (0 without a plan)",
+    "hops_resolved_frac": "share of the chain's hops resolved",
+    "hop_failed": "a hop of the chain gave up (its searches spent)",
+    "hop_searches_left": "searches the next open hop may still take",
+    "hop_extended": "the next open hop goes on through another entity",
+    **{f"hop_next_{kind}": f"the next open hop expects a {kind}" for kind in _HOP_KINDS},
     **{f"last_{action}": f"the previous action was {action}" for action in ACTIONS},
     "last_none": "no action was taken yet",
     **{f"act_{action}": f"the candidate action is {action}" for action in ACTIONS},
@@ -245,6 +268,7 @@ class FeatureSchema:
 FEATURE_SCHEMAS: dict[int, FeatureSchema] = {
     1: FeatureSchema(1, _V1_STATE_NAMES),
     2: FeatureSchema(2, _V2_STATE_NAMES),
+    3: FeatureSchema(3, (*_V2_STATE_NAMES, *_CHAIN_NAMES)),
 }
 """Every schema this dynakrag can compute, by version."""
 
@@ -411,7 +435,31 @@ def state_values(state: State | Mapping[str, Any], cfg: Configuration) -> dict[s
         **{f"last_{action}": float(last == action) for action in ACTIONS},
         "last_none": float(last not in ACTIONS),
     }
+    values.update(_chain_values(state.get("hops") or []))
     return {k: v if math.isfinite(v) else 0.0 for k, v in values.items()}
+
+
+def _chain_values(hops: Sequence[Any]) -> dict[str, float]:
+    """The chain's columns (all 0 without a plan)."""
+    index = next_open_hop(hops) if hops else None
+    nxt = hops[index] if index is not None else None
+    kind = str(nxt.get("expects")) if nxt is not None else ""
+    kind = kind if kind in _HOP_KINDS else ("other" if nxt is not None else "")
+    left = (
+        SEARCHES_PER_HOP + len(nxt.get("via") or []) - len(nxt.get("queries") or [])
+        if nxt is not None
+        else 0
+    )
+    return {
+        "hops": float(len(hops)),
+        "hops_resolved_frac": _share(
+            sum(1 for hop in hops if hop.get("status") == "resolved"), len(hops)
+        ),
+        "hop_failed": float(any(hop.get("status") == "failed" for hop in hops)),
+        "hop_searches_left": float(max(0, left)),
+        "hop_extended": float(nxt is not None and bool(nxt.get("via"))),
+        **{f"hop_next_{name}": float(kind == name) for name in _HOP_KINDS},
+    }
 
 
 _INPUT_FIELDS: tuple[str, ...] = (
@@ -419,6 +467,7 @@ _INPUT_FIELDS: tuple[str, ...] = (
     "query",
     "frontier",
     "sub_questions",
+    "hops",
     "gaps",
     "queried_gaps",
     "exhausted_queries",

@@ -20,6 +20,7 @@ from dynakrag.policy.features import (
     feature_schema,
     featurize_many,
     state_features,
+    state_values,
 )
 from dynakrag.policy.learned import LearnedPolicy, PolicyFileError
 from dynakrag.policy.registry import resolve_policy
@@ -50,7 +51,7 @@ def rescaled(state: dict[str, Any], factor: float) -> dict[str, Any]:
 
 
 def test_the_current_schema_has_no_raw_retriever_scores() -> None:
-    assert FEATURE_SCHEMA_VERSION == 2
+    assert FEATURE_SCHEMA_VERSION == 3
     current = feature_schema().state_names
     assert not set(RAW_SCORES) & set(current)
     assert set(RAW_SCORES) <= set(FEATURE_SCHEMAS[1].state_names)
@@ -171,3 +172,18 @@ def test_the_shipped_policy_is_schema_1_and_keeps_its_columns() -> None:
     assert shipped.feature_version == 1
     assert shipped.value_model.n_features == len(FEATURE_SCHEMAS[1].names)
     assert shipped.continuation_model.n_features == FEATURE_SCHEMAS[1].n_state
+
+
+def test_schema_3_describes_the_chain_and_keeps_version_2_as_it_was() -> None:
+    from dynakrag.actions.chain import plan_hops
+
+    assert FEATURE_SCHEMAS[3].state_names[: FEATURE_SCHEMAS[2].n_state] == (
+        FEATURE_SCHEMAS[2].state_names
+    )
+    hops = plan_hops(["Who founded Orbis Devices?", "In which country was #1 born?"])
+    hops[0].update(status="resolved", answer="Ines Carrow", queries=["q"])
+    values = state_values({"question": "In which country was the founder of Orbis born?",
+                           "hops": hops}, Configuration())  # fmt: skip
+    assert values["hops"] == 2 and values["hops_resolved_frac"] == 0.5
+    assert values["hop_next_place"] == 1 and values["hop_searches_left"] == 2
+    assert state_values({"question": "x"}, Configuration())["hops"] == 0

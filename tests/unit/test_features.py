@@ -39,6 +39,7 @@ OBSERVABLE = {
     "evidence",
     "frontier",
     "sub_questions",
+    "hops",
     "gaps",
     "queried_gaps",
     "exhausted_queries",

@@ -163,9 +163,9 @@ def test_train_prints_errors_and_schema_and_trains_an_older_schema(
     train = ["train", "--trajectories", str(path), "--out", str(out), "--n-estimators", "4"]
     assert run_cli(train) == 0
     printed = capsys.readouterr().out
-    assert "mean absolute error" in printed and "feature schema 2" in printed
+    assert "mean absolute error" in printed and "feature schema 3" in printed
     assert "fr_margin_norm" in printed and "fr_top_score" not in printed
-    assert LearnedPolicy.load(out).feature_version == 2
+    assert LearnedPolicy.load(out).feature_version == 3
     assert run_cli([*train, "--feature-version", "1"]) == 0
     assert "feature schema 1" in capsys.readouterr().out
     assert LearnedPolicy.load(out).feature_version == 1
