@@ -43,6 +43,12 @@ def format_step(entry: dict[str, Any], *, explain: bool = False) -> str:
     if entry.get("added"):
         line += f"\n    added: {', '.join(entry['added'])}"
     if entry["action"] == "sufficiency_check":
+        if entry.get("plan"):
+            line += f"\n    plan: {' | '.join(entry['plan'])}"
+        for asked in entry.get("hops_asked") or []:
+            answer = asked.get("answer") or "UNKNOWN"
+            hop, verdict = asked["hop"], asked["verdict"]
+            line += f"\n    hop {hop}: {asked['question']} -> {answer} ({verdict})"
         verdict = "sufficient" if entry.get("sufficient") else f"gaps: {entry.get('gaps')}"
         line += f"\n    {verdict}"
     if entry["action"] == "stop_answer" and entry.get("abstained"):
