@@ -42,7 +42,10 @@ MODULE_ORDER = (
     "test_untrusted_files",
     "test_prompt_injection",
     "test_concurrency",
-    "test_scale_faults",
+    "test_scale_faults_postgres",
+    "test_scale_faults_processes",
+    "test_scale_faults_disk",
+    "test_scale_faults_dask",
 )
 AREAS = {
     "test_hostile_input": "Hostile input",
@@ -51,7 +54,10 @@ AREAS = {
     "test_untrusted_files": "Untrusted files",
     "test_prompt_injection": "Prompt injection",
     "test_concurrency": "Concurrency",
-    "test_scale_faults": "Faults at scale",
+    "test_scale_faults_postgres": "Faults at scale",
+    "test_scale_faults_processes": "Faults at scale",
+    "test_scale_faults_disk": "Faults at scale",
+    "test_scale_faults_dask": "Faults at scale",
 }
 FAULT_COLUMNS = (
     ("fault", "fault"),

@@ -24,9 +24,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dynakrag import cli
 from dynakrag.files import canonical_json_line, read_jsonl
 from dynakrag.postgres.connections import connect
+from dynakrag.postgres.local_server import embedded_postgres_available
 from dynakrag.training.collect import demo_examples
 from tests.reliability.support import die_with_parent, free_port
 
@@ -51,6 +54,17 @@ class FaultRow:
 
     def json(self) -> str:
         return json.dumps(asdict(self))
+
+
+Report = Callable[[FaultRow], None]
+"""What the ``fault_row`` fixture (tests/reliability/conftest.py) gives a test: one call a row."""
+
+FAULT_MARKS = [
+    pytest.mark.faults,
+    pytest.mark.postgres,
+    pytest.mark.skipif(not embedded_postgres_available(), reason="needs dynakrag[postgres]"),
+]
+"""The ``pytestmark`` of every test_scale_faults_*.py module."""
 
 
 # --------------------------------------------------------------------------------------------
