@@ -1,0 +1,190 @@
+"""The actions that end a run, called directly on hand-made states: stop_answer (its answer,
+fallbacks and trimming) and compress_answer_evidence (the passages kept, its fixed edge to
+stop_answer)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dynakrag import prompts
+from dynakrag.actions.compress_answer_evidence import compress_answer_evidence
+from dynakrag.actions.stop_answer import stop_answer
+from dynakrag.configuration import Configuration
+from dynakrag.graph.nodes import FIXED_EDGES, run_action
+from tests.unit.actions.support import (
+    by_prompt,
+    check_accounting,
+    doc,
+    failing,
+    fixed,
+    make_state,
+    resources,
+)
+
+# --- stop_answer ---------------------------------------------------------------------------
+
+
+def test_stop_answer_answers_from_the_evidence() -> None:
+    recorder = by_prompt(answer='Answer: "Velford"\nThe passage says so.')
+    res, searcher = resources(recorder)
+    subs = [
+        {"question": "Which company does Ada Voss work for?", "answer": "Kestrel Labs"},
+        {"question": "In which city is the headquarters of Kestrel Labs?", "answer": None},
+    ]
+    state = make_state(evidence=[doc("ada"), doc("kestrel")], sub_questions=subs)
+    update = stop_answer(state, res, Configuration())
+    entry = check_accounting(
+        state,
+        update,
+        "stop_answer",
+        retrieval_calls=0,
+        llm_calls=1,
+        step=False,
+        tokens=recorder.tokens(),
+    )
+    assert update["answer"] == "Velford"
+    assert entry["answer"] == "Velford" and entry["fallback"] is False
+    assert update["evidence"] == state["evidence"]
+    assert searcher.calls == []
+    prompt = str(recorder.calls[0][-1].content)
+    # Two evidence passages, then the verified sub-answers as one more data block.
+    assert prompt.count("<passage ") == 3
+    assert "Kestrel Labs" in prompt.split(f'title="{prompts.FACTS_TITLE}"')[1]
+
+
+WITHOUT_ABSTENTION = Configuration(abstain=False)
+"""The fallbacks below are those of the earlier behaviour; tests/unit/test_abstention.py tests
+the abstentions that replace them by default."""
+
+
+def test_stop_answer_without_evidence_does_not_call_the_model() -> None:
+    recorder = fixed("Velford")
+    res, _ = resources(recorder)
+    state = make_state()
+    update = stop_answer(state, res, WITHOUT_ABSTENTION)
+    assert update["answer"] == prompts.INSUFFICIENT_EVIDENCE == "insufficient evidence"
+    assert recorder.calls == []
+    entry = check_accounting(
+        state, update, "stop_answer", retrieval_calls=0, llm_calls=0, step=False
+    )
+    assert entry["fallback"] is True
+
+
+def test_stop_answer_survives_a_failing_model() -> None:
+    recorder = failing()
+    res, _ = resources(recorder)
+    state = make_state(evidence=[doc("ada"), doc("kestrel")])
+    update = stop_answer(state, res, WITHOUT_ABSTENTION)
+    assert update["answer"] == "insufficient evidence"
+    assert len(recorder.calls) == 1
+    entry = check_accounting(
+        state, update, "stop_answer", retrieval_calls=0, llm_calls=1, step=False
+    )
+    assert entry["fallback"] is True
+    assert update["completion_tokens"] == 0
+
+
+@pytest.mark.parametrize("reply", ["", "   \n ", '""', "Answer:"])
+def test_stop_answer_falls_back_on_an_empty_reply(reply: str) -> None:
+    res, _ = resources(fixed(reply))
+    update = stop_answer(make_state(evidence=[doc("ada")]), res, WITHOUT_ABSTENTION)
+    assert update["answer"] == "insufficient evidence"
+
+
+def test_stop_answer_falls_back_to_the_last_sub_answer_when_sufficient() -> None:
+    res, _ = resources(failing())
+    subs = [
+        {"question": "Which company does Ada Voss work for?", "answer": "Kestrel Labs"},
+        {"question": "In which city is the headquarters of Kestrel Labs?", "answer": "Velford"},
+    ]
+    state = make_state(evidence=[doc("ada"), doc("kestrel")], sub_questions=subs, sufficient=True)
+    assert stop_answer(state, res, Configuration())["answer"] == "Velford"
+    # Not judged sufficient: no guess from the sub-answers.
+    not_sufficient = make_state(evidence=[doc("ada")], sub_questions=subs, sufficient=False)
+    assert stop_answer(not_sufficient, res, WITHOUT_ABSTENTION)["answer"] == "insufficient evidence"
+    # With abstention (the default) that is no answer, with the reason.
+    abstained = stop_answer(not_sufficient, res, Configuration())
+    assert abstained["answer"] == "" and abstained["abstained"] and abstained["abstain_reason"]
+
+
+def test_stop_answer_trims_to_max_final_docs() -> None:
+    recorder = fixed("Velford")
+    res, _ = resources(recorder)
+    evidence = [doc(pid) for pid in ("ada", "kestrel", "tom", "velford")]
+    state = make_state(evidence=evidence)
+    update = stop_answer(state, res, Configuration(max_final_docs=2))
+    assert [d["id"] for d in update["evidence"]] == ["ada", "kestrel"]
+    assert update["trace"][0]["final_docs"] == 2
+    assert str(recorder.calls[0][-1].content).count("<passage ") == 2
+
+
+# --- compress_answer_evidence --------------------------------------------------------------
+
+
+ANSWERED = [
+    {"question": "Which company does Ada Voss work for?", "answer": "Kestrel Labs"},
+    {"question": "In which city is the headquarters of Kestrel Labs?", "answer": "Velford"},
+]
+
+
+def test_compress_keeps_supporting_passages_and_drops_unrelated_ones() -> None:
+    recorder = fixed("unused")
+    res, searcher = resources(recorder)
+    evidence = [doc(pid) for pid in ("banana", "ada", "tom", "kestrel", "ada-painter")]
+    state = make_state(evidence=evidence, sub_questions=ANSWERED, sufficient=True)
+    update = compress_answer_evidence(state, res, Configuration())
+    entry = check_accounting(
+        state, update, "compress_answer_evidence", retrieval_calls=0, llm_calls=0, step=False
+    )
+    # Both passages stating a sub-answer are kept, in their original order.
+    assert [d["id"] for d in update["evidence"]] == ["ada", "kestrel"]
+    assert entry["kept"] == ["ada", "kestrel"] and entry["dropped"] == 3
+    assert update["compressed"] is True
+    assert recorder.calls == [] and searcher.calls == []
+
+
+def test_compress_writes_no_controller_fields_the_graph_records_its_fixed_edge() -> None:
+    res, _ = resources()
+    state = make_state(evidence=[doc("ada"), doc("tom")], sub_questions=ANSWERED)
+    update = compress_answer_evidence(state, res, Configuration())
+    controller_fields = {
+        "valid_actions",
+        "invalid_reasons",
+        "policy_scores",
+        "next_action",
+        "explanation",
+    }
+    assert not controller_fields & update.keys()
+    node_update = run_action("compress_answer_evidence", state, res, Configuration())
+    assert node_update["next_action"] == FIXED_EDGES["compress_answer_evidence"] == "stop_answer"
+    assert node_update["valid_actions"] == ["stop_answer"] and node_update["policy_scores"] == {}
+    assert {k: v for k, v in node_update.items() if k not in controller_fields} == update
+
+
+def test_compress_passthrough_keeps_everything_up_to_max_final_docs() -> None:
+    res, _ = resources()
+    evidence = [doc(pid) for pid in ("banana", "ada", "tom", "kestrel")]
+    state = make_state(evidence=evidence, sub_questions=ANSWERED)
+    update = compress_answer_evidence(state, res, Configuration(compression="passthrough"))
+    assert update["evidence"] == evidence
+    assert update["compressed"] is True and update["trace"][0]["dropped"] == 0
+    update = compress_answer_evidence(
+        state, res, Configuration(compression="passthrough", max_final_docs=3)
+    )
+    assert update["evidence"] == evidence[:3]
+
+
+def test_compress_respects_max_final_docs_and_keeps_everything_when_nothing_scores() -> None:
+    res, _ = resources()
+    state = make_state(
+        question="Xyzzy?",
+        evidence=[doc("banana"), doc("tom"), doc("velford")],
+    )
+    update = compress_answer_evidence(state, res, Configuration())
+    assert [d["id"] for d in update["evidence"]] == ["banana", "tom", "velford"]
+    update = compress_answer_evidence(state, res, Configuration(max_final_docs=2))
+    assert [d["id"] for d in update["evidence"]] == ["banana", "tom"]
+    evidence = [doc(pid) for pid in ("ada", "kestrel", "tom")]
+    supported = make_state(evidence=evidence, sub_questions=ANSWERED)
+    update = compress_answer_evidence(supported, res, Configuration(max_final_docs=1))
+    assert [d["id"] for d in update["evidence"]] == ["kestrel"]
