@@ -11,7 +11,7 @@ import pytest
 
 from dynakrag.training import read_log_records, read_transitions, write_log_records
 from dynakrag.training.trajectories import list_threads, logged_questions
-from tests.unit.test_retrain_from_logs import (
+from tests.unit.retrain.support import (
     PEOPLE,
     QUESTIONS,
     SUPPORT,
@@ -19,7 +19,7 @@ from tests.unit.test_retrain_from_logs import (
     run_cli,
     write_gold,
 )
-from tests.unit.test_retrain_from_logs import world as world  # the fixture, re-exported
+from tests.unit.retrain.support import world as world  # the fixture, re-exported
 
 pytestmark = pytest.mark.postgres
 
