@@ -22,6 +22,8 @@ ETA goes to stderr. Writes ``<name>.json`` and ``<name>.md`` under ``--out-dir``
 from __future__ import annotations
 
 import argparse
+import random
+import re
 import statistics
 import sys
 import time
@@ -69,6 +71,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         nargs="+",
         default=None,
         help="worlds of these seeds (default: the shipped world's seed)",
+    )
+    parser.add_argument(
+        "--reworded",
+        action="store_true",
+        help="ask each question in another wording (REWORDINGS, one per question, seeded)",
     )
     add_run_options(parser, "demo-world", "the tests' scripted reader (smoke runs)")
     return parser.parse_args(argv)
@@ -132,10 +139,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     progress.tick()
                     if question.id in journal.done:
                         continue
+                    asked = reworded(question, seed) if args.reworded else question.question
                     began = time.perf_counter()
-                    result = method.run(question.question, searcher, llm, cfg)
+                    result = method.run(asked, searcher, llm, cfg)
                     seconds = time.perf_counter() - began
-                    journal.add(question_record(question, seed, result, seconds))
+                    journal.add(
+                        {**question_record(question, seed, result, seconds), "question": asked}
+                    )
                     verdict = "right" if journal.done[question.id]["em"] else "wrong"
                     progress.computed(seconds, f"{name} w{seed} {question.id} ({verdict})")
                 runs.setdefault(name, []).extend(journal.done[q.id] for q in questions_of[seed])
@@ -151,6 +161,58 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rows": [row for name, records in runs.items() for row in score(name, records)],
         "runs": runs,
     }
+
+
+REWORDINGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    # template: (pattern of the templated question, other wordings of it)
+    "hq": (
+        r"company where (?P<e>.+) works\?$",
+        (
+            "{e} is employed by a company. In what city is that company headquartered?",
+            "Name the city where the employer of {e} has its headquarters.",
+        ),
+    ),
+    "maker": (
+        r"makes the (?P<p>.+)\?$",
+        (
+            "The {p} is produced by some firm. Who set up that firm?",
+            "Name the person who founded the maker of the {p}.",
+        ),
+    ),
+    "country": (
+        r"founder of (?P<c>.+) born\?$",
+        (
+            "{c} was started by someone. Which country was that person born in?",
+            "Name the country of birth of the person who founded {c}.",
+        ),
+    ),
+    "river": (
+        r"company where (?P<e>.+) works\?$",
+        (
+            "{e} works for a firm whose founder was born in some city. Which river runs "
+            "through that city?",
+            "Name the river that flows through the city where the founder of the employer of "
+            "{e} was born.",
+        ),
+    ),
+    "compare": (
+        r"earlier, (?P<a>.+) or (?P<b>.+)\?$",
+        ("Of {a} and {b}, whose birth came first?", "Between {a} and {b}, who is the older one?"),
+    ),
+}
+"""Other wordings of the demo templates (written for the benchmark, not for the graph: no rule,
+prompt or threshold of the graph reads them)."""
+
+
+def reworded(question: Any, seed: int) -> str:
+    """``question``'s text in another wording, chosen by ``seed`` and its id."""
+    template = question.id.split("-")[1]
+    pattern, wordings = REWORDINGS[template]
+    match = re.search(pattern, question.question)
+    if match is None:
+        raise SystemExit(f"demo_world: cannot reword {question.question!r}")
+    choice = random.Random(f"{seed}:{question.id}").choice(wordings)
+    return choice.format(**match.groupdict())
 
 
 def question_record(question: Any, seed: int, result: Any, seconds: float) -> dict[str, Any]:
