@@ -268,6 +268,30 @@ def question_record(question: Any, seed: int, result: Any, seconds: float) -> di
     }
 
 
+def failure_cause(record: dict[str, Any]) -> str | None:
+    """Why a question was missed, from its journal record (None: answered right): for the
+    graph's chain, the first hop that did not stand and why; else wrong or abstained."""
+    if record["em"]:
+        return None
+    chain = record.get("chain") or []
+    if not chain:
+        return "abstained" if record.get("abstained") else "wrong answer"
+    if record["kind"] == "bridge" and len(chain) < record["hops"]:
+        merged = "plan merged hops"
+    else:
+        merged = ""
+    stuck = next((hop for hop in chain if hop.get("status") != "resolved"), None)
+    if stuck is None:
+        cause = "wrong answer from a complete chain"
+    elif stuck.get("rejected"):
+        cause = "hop answer did not stand"
+    elif "no passage" in str(stuck.get("why")):
+        cause = "hop entity's passage not found"
+    else:
+        cause = "hop not stated in its entity's passages"
+    return f"{cause} ({merged})" if merged else cause
+
+
 def score(name: str, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows of one variant: all questions, then each (kind, hops) group."""
     groups: dict[str, list[dict[str, Any]]] = {"all": list(records)}
@@ -297,6 +321,17 @@ def score(name: str, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def causes(result: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per variant: missed questions by cause (:func:`failure_cause`)."""
+    table: dict[str, dict[str, int]] = {}
+    for name, records in result["runs"].items():
+        for record in records:
+            cause = failure_cause(record)
+            if cause is not None:
+                table.setdefault(name, {})[cause] = table.setdefault(name, {}).get(cause, 0) + 1
+    return table
+
+
 def markdown(result: dict[str, Any]) -> str:
     columns = ["variant", "group", "n", "em", "f1", "chain_found", "abstain_rate", "llm_calls"]
     lines = [
@@ -313,6 +348,13 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(
             "| " + " | ".join([*cells, f"{row['tokens']:.0f}", f"{row['latency_s']:.1f}"]) + " |"
         )
+    missed = causes(result)
+    if missed:
+        lines += ["", "Missed questions by cause (from the journals):", ""]
+        lines += ["| variant | cause | n |", "|---|---|---|"]
+        for name, counts in missed.items():
+            for cause, n in sorted(counts.items(), key=lambda item: -item[1]):
+                lines.append(f"| {name} | {cause} | {n} |")
     return "\n".join(lines) + "\n"
 
 

@@ -82,6 +82,8 @@ def demo_responder(answers: Mapping[str, str], hops: Mapping[str, Sequence[str]]
             if found and count:
                 reply = ["known"] * (count - 1) + [answer]
             return json.dumps({"answers": reply})
+        if system == prompts.HOP:  # one hop of a chain, asked alone
+            return json.dumps({"answer": answer if found else prompts.UNKNOWN})
         if system == prompts.REWRITE:
             return f"{question} details"
         if system == prompts.ANSWER:
