@@ -220,6 +220,7 @@ def question_record(question: Any, seed: int, result: Any, seconds: float) -> di
     retrieved ids), so a failure can be classified from the records."""
     trace = result.details.get("trace", [])
     retrieved = {pid for step in trace for pid in step.get("added", [])}
+    retrieved |= {str(doc.get("id")) for doc in result.evidence}  # methods without a trace
     plan = next((step["plan"] for step in trace if step.get("plan")), None)
     return {
         "id": question.id,
