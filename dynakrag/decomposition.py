@@ -34,6 +34,7 @@ __all__ = [
     "QUOTES",
     "REFERENCE",
     "decompose",
+    "entity_class",
     "joins_facts",
     "quoted_mask",
     "resolve_references",
@@ -260,6 +261,15 @@ PERSON_NOUNS = frozenset(
 )
 """Nouns that name a person by a relation ("the founder of X")."""
 _CLASS_HEADS = frozenset().union(*CLASS_NOUNS.values())
+
+
+def entity_class(noun: str) -> str | None:
+    """The entity class a common noun names ("town" -> "settlement", "cities" too), None when
+    it names none of :data:`CLASS_NOUNS`."""
+    word = noun.lower()
+    singular = word[:-1] if word.endswith("s") and word[:-1] in _CLASS_HEADS else word
+    return next((name for name, nouns in CLASS_NOUNS.items() if singular in nouns), None)
+
 
 _DESCRIBED = re.compile(r"\b(?:the|a|an)\s+[a-z]+\s+(?:where|that|which|who|whom|whose)\s+\w")
 _OF_PHRASE = re.compile(r"\bthe\s+(?:[a-z]+\s+){1,2}of\s")

@@ -7,7 +7,8 @@ with the answers found so far written into it:
 * the generator is asked the hop alone, over the passages about the hop's entity (the name it
   asks about, exactly: look-alike names are other entities);
 * its answer stands only when one sentence of one of those passages states it about that
-  entity (:func:`find_statement`), it is of the kind the hop expects (:func:`kind_fits`) and
+  entity (:func:`~dynakrag.actions.statements.find_statement`), it is of the kind the hop
+  expects (:func:`~dynakrag.actions.statements.kind_fits`) and
   it is not an entity the hop or the question already names;
 * when the sentence labels the answer as an entity of another class than the hop asks for
   (asked for a country, it names "the city of Ambelstead"), the hop is extended through that
@@ -16,6 +17,9 @@ with the answers found so far written into it:
 * a miss is searched again once with a rewritten query; then the hop fails, and the run
   answers from what it has or abstains.
 
+The chain's own answer (the last hop's, or a comparison computed from the hops' values) is in
+:mod:`dynakrag.actions.chain_answer`.
+
 Nothing here is written for a dataset's wording: kinds come from question words and the noun
 asked for, entity classes from a short list of common nouns.
 """
@@ -23,47 +27,48 @@ asked for, entity classes from a short list of common nouns.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.grounding import (
-    _dates,
-    is_yes_no,
-    normalised,
-    question_entities,
-    statement_of,
+from dynakrag.actions.grounding import is_yes_no, normalised, question_entities
+from dynakrag.actions.statements import (
+    Statement,
+    about,
+    find_statement,
+    kind_fits,
+    label_of,
+    labelled_names,
+    mentions,
+    passage_text,
+    sentences,
+    whole_name,
 )
-from dynakrag.decomposition import CLASS_NOUNS, PERSON_NOUNS, REFERENCE, resolve_references
+from dynakrag.decomposition import (
+    PERSON_NOUNS,
+    REFERENCE,
+    entity_class,
+    resolve_references,
+)
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.state import Document, Hop, HopKind, SubQuestion
 
 __all__ = [
     "MAX_HOP_PASSAGES",
     "SEARCHES_PER_HOP",
-    "Statement",
-    "chain_answer",
     "chain_complete",
     "chain_failed",
-    "chain_passages",
-    "comparison_answer",
-    "entity_class",
     "expected_kind",
-    "find_statement",
     "hop_entities",
     "hop_text",
-    "is_bridge_chain",
-    "kind_fits",
-    "label_of",
     "next_hop_entities",
     "next_hop_search",
     "next_open_hop",
     "note_search",
+    "passages_for",
     "plan_hops",
     "resolve_hops",
     "sub_questions_of",
-    "whole_name",
 ]
 
 MAX_HOP_PASSAGES = 4
@@ -98,21 +103,6 @@ _DESCRIBED_NOUN = re.compile(
 _PLACE_NOUNS = frozenset(
     "headquarters birthplace location seat base address residence whereabouts".split()
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“(]?[A-Z0-9])")
-_PRONOUN_START = re.compile(r"^(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
-
-
-def entity_class(noun: str) -> str | None:
-    """The entity class a common noun names ("town" -> "settlement"), None when not listed."""
-    word = noun.lower()
-    singular = word[:-1] if word.endswith("s") and word[:-1] in _ALL_CLASS_NOUNS else word
-    for name, nouns in CLASS_NOUNS.items():
-        if singular in nouns:
-            return name
-    return None
-
-
-_ALL_CLASS_NOUNS = frozenset().union(*CLASS_NOUNS.values())
 
 
 def expected_kind(question: str) -> tuple[HopKind, str]:
@@ -257,124 +247,24 @@ def sub_questions_of(hops: Sequence[Hop]) -> list[SubQuestion]:
 # ------------------------------------------------------------------------------ passages
 
 
-def _mentions(text: str, name: str) -> bool:
-    """Whether ``text`` names ``name`` exactly (folded words, whole words only)."""
-    wanted = normalised(name)
-    return bool(wanted) and f" {wanted} " in f" {normalised(text)} "
-
-
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
-
-
-def _about(doc: Document, name: str) -> bool:
-    """Whether a passage is about ``name``: its title, or its first sentence, names it."""
-    title = str(doc.get("title", ""))
-    if title and normalised(title) == normalised(name):
-        return True
-    first = _sentences(str(doc.get("text", "")))[:1]
-    return bool(first) and _mentions(first[0], name)
-
-
 def passages_for(hops: Sequence[Hop], index: int, evidence: Sequence[Document]) -> list[Document]:
     """The passages to show for hop ``index``: those about its entity, then those naming it;
     with no entity, the passages its own searches found, else the first of the evidence."""
     hop = hops[index]
     names = hop_entities(hops, index)
     if names:
-        about = [d for d in evidence if any(_about(d, n) for n in names)]
-        if hop["via"] or (not about and not hop["queries"]):
+        own = [d for d in evidence if any(about(d, n) for n in names)]
+        if hop["via"] or (not own and not hop["queries"]):
             # An entity the hop goes on through is read from its own passages; an entity with
             # no passage of its own yet is searched before the generator is asked.
-            return about[:MAX_HOP_PASSAGES]
+            return own[:MAX_HOP_PASSAGES]
         naming = [
-            d for d in evidence if d not in about and any(_mentions(_passage(d), n) for n in names)
+            d for d in evidence if d not in own and any(mentions(passage_text(d), n) for n in names)
         ]
-        return (about + naming)[:MAX_HOP_PASSAGES]
+        return (own + naming)[:MAX_HOP_PASSAGES]
     searched = set(hops[index]["queries"])
     own = [d for d in evidence if d.get("query") in searched]
     return (own or list(evidence))[:MAX_HOP_PASSAGES]
-
-
-def _passage(doc: Document) -> str:
-    return f"{doc.get('title', '')}. {doc.get('text', '')}"
-
-
-# ------------------------------------------------------------------------------ checks
-
-
-@dataclass(frozen=True)
-class Statement:
-    """A sentence of a passage that states an answer."""
-
-    passage: str
-    sentence: str
-
-
-def find_statement(answer: str, names: Sequence[str], docs: Sequence[Document]) -> Statement | None:
-    """The first sentence that states ``answer`` about one of ``names``: the sentence names it,
-    or the sentence is in a passage about it and names no other subject first (a pronoun or the
-    passage's own subject). With no names, any sentence stating the answer."""
-    for doc in docs:
-        about = not names or any(_about(doc, n) for n in names)
-        for sentence in _sentences(str(doc.get("text", ""))):
-            if not statement_of(answer, sentence):
-                continue
-            if not names or any(_mentions(sentence, n) for n in names):
-                return Statement(str(doc.get("id", "")), sentence)
-            if about and (_PRONOUN_START.match(sentence) or len(_sentences(doc["text"])) == 1):
-                return Statement(str(doc.get("id", "")), sentence)
-    return None
-
-
-_LABEL_PATTERNS = (
-    r"\bthe\s+({noun})\s+of\s+{answer}\b",
-    r"\b{answer}\s+(?:is|was)\s+(?:an?|the)\s+(?:[\w-]+\s+){{0,3}}?({noun})\b",
-    r"\b{answer},\s+(?:an?|the)\s+(?:[\w-]+\s+){{0,3}}?({noun})\b",
-    r"\bthe\s+({noun})\s+{answer}\b",
-)
-
-
-def label_of(answer: str, sentence: str) -> str | None:
-    """The class noun ``sentence`` gives ``answer`` ("the city of X", "X is a small town",
-    "X, a company"), or None."""
-    nouns = "|".join(sorted(_ALL_CLASS_NOUNS, key=len, reverse=True))
-    escaped = re.escape(answer.strip())
-    for pattern in _LABEL_PATTERNS:
-        match = re.search(pattern.format(noun=nouns, answer=escaped), sentence, re.IGNORECASE)
-        if match:
-            return match.group(1).lower()
-    return None
-
-
-_MONTH_WORD = re.compile(
-    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", re.IGNORECASE
-)
-_NUMBER_WORD = re.compile(
-    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
-    r"forty|fifty|hundred|thousand|million|billion)\b",
-    re.IGNORECASE,
-)
-
-
-def kind_fits(answer: str, kind: HopKind) -> bool:
-    """Whether ``answer`` can be of ``kind``: dates and numbers hold a digit (or a month or
-    number word), names hold a letter and are not bare numbers, yes/no is yes or no."""
-    text = answer.strip()
-    has_digit = any(ch.isdigit() for ch in text)
-    if kind == "yes/no":
-        return is_yes_no(text)
-    if kind == "date":
-        return has_digit or bool(_MONTH_WORD.search(text))
-    if kind == "number":
-        return has_digit or bool(_NUMBER_WORD.search(text))
-    if kind in ("person", "organisation", "place"):
-        return (
-            any(ch.isalpha() for ch in text)
-            and not is_yes_no(text)
-            and not (has_digit and not any(ch.isupper() for ch in text))
-        )
-    return bool(text)
 
 
 def _named_already(answer: str, hop_question: str, question: str) -> bool:
@@ -535,30 +425,6 @@ def resolve_hops(
     return hops, usage, log
 
 
-_LABELLED_NAME = re.compile(r"\bthe\s+([a-z]+)\s+of\s+([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)")
-
-
-_NAME_RUN = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z][\w'’-]*)*")
-_LEADING = frozenset({"The", "A", "An"})
-
-
-def whole_name(answer: str, sentence: str) -> str:
-    """``answer`` as the sentence names it: a name the generator shortened ("Essane" for "the
-    Essane River", "Ilsa" for "Ilsa Marr") becomes the whole run of capitalised words it sits
-    in; anything else comes back as it is."""
-    wanted = normalised(answer)
-    if not wanted or not answer[:1].isupper():
-        return answer
-    for match in _NAME_RUN.finditer(sentence):
-        words = match.group(0).split()
-        while words and words[0] in _LEADING:
-            words = words[1:]
-        name = " ".join(words)
-        if f" {wanted} " in f" {normalised(name)} " and len(name) > len(answer):
-            return name
-    return answer
-
-
 def _place_to_go_through(
     hops: Sequence[Hop], index: int, docs: Sequence[Document]
 ) -> tuple[str, Statement] | None:
@@ -574,10 +440,10 @@ def _place_to_go_through(
     found: dict[str, Statement] = {}
     names_by_key: dict[str, str] = {}
     for doc in docs:
-        if not any(_about(doc, name) for name in names):
+        if not any(about(doc, name) for name in names):
             continue
-        for sentence in _sentences(str(doc.get("text", ""))):
-            for noun, name in _LABELLED_NAME.findall(sentence):
+        for sentence in sentences(str(doc.get("text", ""))):
+            for noun, name in labelled_names(sentence):
                 cls = entity_class(noun)
                 if cls is None or cls == wanted or _KIND_OF_CLASS[cls] != "place":
                     continue
@@ -595,104 +461,3 @@ def _close_if_spent(hop: Hop) -> None:
     if len(hop["queries"]) >= SEARCHES_PER_HOP + len(hop["via"]):
         hop["status"] = "failed"
         hop["why"] = f"{hop['why']}; its {len(hop['queries'])} searches are spent"
-
-
-# ------------------------------------------------------------------------------ the answer
-
-
-def _references(hop: Hop) -> set[int]:
-    return {int(k) - 1 for k in REFERENCE.findall(hop["question"])}
-
-
-def is_bridge_chain(hops: Sequence[Hop]) -> bool:
-    """Whether the last hop's answer answers the question: every earlier hop leads to it
-    (through the ``#k`` of the hops after it), and it is not a yes/no."""
-    if not hops or hops[-1]["expects"] == "yes/no":
-        return False
-    needed = {len(hops) - 1}
-    frontier = [len(hops) - 1]
-    while frontier:
-        for ref in _references(hops[frontier.pop()]):
-            if 0 <= ref < len(hops) and ref not in needed:
-                needed.add(ref)
-                frontier.append(ref)
-    return needed == set(range(len(hops)))
-
-
-_EARLIER = re.compile(r"\b(?:earlier|earliest|older|oldest|first|before|sooner)\b", re.I)
-_LATER = re.compile(
-    r"\b(?:later|latest|younger|youngest|last|after|more recent(?:ly)?|newer)\b", re.I
-)
-_MORE = re.compile(
-    r"\b(?:more|most|larger|largest|bigger|biggest|higher|highest|taller|tallest|longer|longest|greater|greatest)\b",
-    re.I,
-)
-_LESS = re.compile(
-    r"\b(?:fewer|fewest|less|least|smaller|smallest|lower|lowest|shorter|shortest)\b", re.I
-)
-
-
-def _date_key(value: str) -> tuple[int, int, int] | None:
-    dates = sorted(d for d in _dates(value) if d[0])
-    if dates:
-        return dates[0]
-    years = re.findall(r"\b(\d{3,4})\b", value)
-    return (int(years[0]), 0, 0) if len(years) == 1 else None
-
-
-def _number_key(value: str) -> float | None:
-    numbers = re.findall(r"\d[\d,]*(?:\.\d+)?", value)
-    if len(numbers) != 1:
-        return None
-    return float(numbers[0].replace(",", ""))
-
-
-def comparison_answer(question: str, hops: Sequence[Hop]) -> tuple[str, list[Hop]] | None:
-    """The answer of a comparison computed from the hops' values, or None when the question
-    is no comparison this can compute: the entity whose date (earlier/later) or number
-    (more/less) wins, with the hops it compared. Ties and unparsable values give None."""
-    leaves = [i for i in range(len(hops)) if not any(i in _references(h) for h in hops[i + 1 :])]
-    if len(leaves) < 2 or any(hops[i]["status"] != "resolved" for i in leaves):
-        return None
-    dated = all(hops[i]["expects"] == "date" for i in leaves)
-    counted = all(hops[i]["expects"] == "number" for i in leaves)
-    keys: list[Any] = []
-    if dated and (_EARLIER.search(question) or _LATER.search(question)):
-        keys = [_date_key(hops[i]["answer"] or "") for i in leaves]
-        pick_first = bool(_EARLIER.search(question))
-    elif counted and (_MORE.search(question) or _LESS.search(question)):
-        keys = [_number_key(hops[i]["answer"] or "") for i in leaves]
-        pick_first = bool(_LESS.search(question))
-    else:
-        return None
-    if any(key is None for key in keys) or len(set(keys)) != len(keys):
-        return None
-    subjects = []
-    for i in leaves:
-        names = [e for e in hop_entities(list(hops), i) if not e.isdigit()]
-        if not names:
-            return None
-        subjects.append(names[0])
-    order = sorted(range(len(leaves)), key=lambda j: keys[j])
-    winner = order[0] if pick_first else order[-1]
-    return subjects[winner], [hops[i] for i in leaves]
-
-
-def chain_answer(question: str, hops: Sequence[Hop]) -> tuple[str, str] | None:
-    """The answer the chain itself gives (answer, how: ``chain`` or ``comparison``), or None
-    when a reader must compose it (a yes/no, an aggregation) or the chain is not complete."""
-    if not chain_complete(hops):
-        return None
-    if is_bridge_chain(hops):
-        return str(hops[-1]["answer"]), "chain"
-    compared = comparison_answer(question, hops)
-    if compared is not None:
-        return compared[0], "comparison"
-    return None
-
-
-def chain_passages(hops: Iterable[Hop]) -> list[str]:
-    """Ids of the passages that state the resolved hops, in hop order."""
-    return list(
-        dict.fromkeys(h["passage"] for h in hops if h["status"] == "resolved" and h["passage"])
-    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dynakrag.actions.chain import chain_passages
+from dynakrag.actions.chain_answer import chain_passages
 from dynakrag.actions.common import Resources, action_update
 from dynakrag.actions.grounding import EVIDENCE_VERDICT, abstention_before_answer
 from dynakrag.actions.sufficiency_check import is_grounded

@@ -58,6 +58,7 @@ __all__ = [
     "abstention_before_answer",
     "check_answer",
     "content_tokens",
+    "dates_in",
     "has_answerable_content",
     "is_yes_no",
     "missing_entities",
@@ -493,6 +494,11 @@ def statement_of(answer: str, text: str) -> str:
     """How ``text`` states ``answer`` (``text``, ``date``, ``number``, ``tokens``; see
     :func:`check_answer`), or "" when it does not."""
     return _stating(answer, [{"id": "text", "text": text}])[1]
+
+
+def dates_in(text: str) -> set[tuple[int, int, int]]:
+    """``(year, month, day)`` of every date ``text`` writes (0 for a part it leaves out)."""
+    return _dates(text)
 
 
 def normalised(text: str) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.chain import chain_answer, chain_complete, chain_passages, hop_text
+from dynakrag.actions.chain import chain_complete, hop_text
+from dynakrag.actions.chain_answer import chain_answer, chain_passages
 from dynakrag.actions.common import Resources, action_update, evidence_window
 from dynakrag.actions.compress_answer_evidence import answer_passages
 from dynakrag.actions.grounding import (

@@ -10,16 +10,9 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from dynakrag import build_graph, prompts
-from dynakrag.actions.chain import (
-    chain_answer,
-    comparison_answer,
-    expected_kind,
-    find_statement,
-    label_of,
-    plan_hops,
-    resolve_hops,
-    whole_name,
-)
+from dynakrag.actions.chain import expected_kind, plan_hops, resolve_hops
+from dynakrag.actions.chain_answer import chain_answer, comparison_answer
+from dynakrag.actions.statements import find_statement, label_of, whole_name
 from dynakrag.configuration import Configuration
 from dynakrag.decomposition import decompose, joins_facts, split_facts
 from dynakrag.llm.client import LLMClient

@@ -1,0 +1,158 @@
+"""Sentences that state facts: which sentence of a passage states an answer about an entity,
+what class noun it gives a name ("the city of X"), whether an answer is of a kind, and a name
+as its sentence writes it whole. Language rules (English), no dataset's templates; used by the
+chain (:mod:`dynakrag.actions.chain`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dynakrag.actions.grounding import is_yes_no, normalised, statement_of
+from dynakrag.decomposition import CLASS_NOUNS
+from dynakrag.state import Document, HopKind
+
+__all__ = [
+    "Statement",
+    "about",
+    "find_statement",
+    "kind_fits",
+    "label_of",
+    "labelled_names",
+    "mentions",
+    "passage_text",
+    "sentences",
+    "whole_name",
+]
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“(]?[A-Z0-9])")
+_PRONOUN_START = re.compile(r"^(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
+_ALL_CLASS_NOUNS = frozenset().union(*CLASS_NOUNS.values())
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether ``text`` names ``name`` exactly (folded words, whole words only)."""
+    wanted = normalised(name)
+    return bool(wanted) and f" {wanted} " in f" {normalised(text)} "
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def about(doc: Document, name: str) -> bool:
+    """Whether a passage is about ``name``: its title, or its first sentence, names it."""
+    title = str(doc.get("title", ""))
+    if title and normalised(title) == normalised(name):
+        return True
+    first = sentences(str(doc.get("text", "")))[:1]
+    return bool(first) and mentions(first[0], name)
+
+
+def passage_text(doc: Document) -> str:
+    return f"{doc.get('title', '')}. {doc.get('text', '')}"
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A sentence of a passage that states an answer."""
+
+    passage: str
+    sentence: str
+
+
+def find_statement(answer: str, names: Sequence[str], docs: Sequence[Document]) -> Statement | None:
+    """The first sentence that states ``answer`` about one of ``names``: the sentence names it,
+    or the sentence is in a passage about it and names no other subject first (a pronoun or the
+    passage's own subject). With no names, any sentence stating the answer."""
+    for doc in docs:
+        its_own = not names or any(about(doc, n) for n in names)
+        for sentence in sentences(str(doc.get("text", ""))):
+            if not statement_of(answer, sentence):
+                continue
+            if not names or any(mentions(sentence, n) for n in names):
+                return Statement(str(doc.get("id", "")), sentence)
+            if its_own and (_PRONOUN_START.match(sentence) or len(sentences(doc["text"])) == 1):
+                return Statement(str(doc.get("id", "")), sentence)
+    return None
+
+
+_LABEL_PATTERNS = (
+    r"\bthe\s+({noun})\s+of\s+{answer}\b",
+    r"\b{answer}\s+(?:is|was)\s+(?:an?|the)\s+(?:[\w-]+\s+){{0,3}}?({noun})\b",
+    r"\b{answer},\s+(?:an?|the)\s+(?:[\w-]+\s+){{0,3}}?({noun})\b",
+    r"\bthe\s+({noun})\s+{answer}\b",
+)
+
+
+def label_of(answer: str, sentence: str) -> str | None:
+    """The class noun ``sentence`` gives ``answer`` ("the city of X", "X is a small town",
+    "X, a company"), or None."""
+    nouns = "|".join(sorted(_ALL_CLASS_NOUNS, key=len, reverse=True))
+    escaped = re.escape(answer.strip())
+    for pattern in _LABEL_PATTERNS:
+        match = re.search(pattern.format(noun=nouns, answer=escaped), sentence, re.IGNORECASE)
+        if match:
+            return match.group(1).lower()
+    return None
+
+
+_MONTH_WORD = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", re.IGNORECASE
+)
+_NUMBER_WORD = re.compile(
+    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    r"forty|fifty|hundred|thousand|million|billion)\b",
+    re.IGNORECASE,
+)
+
+
+def kind_fits(answer: str, kind: HopKind) -> bool:
+    """Whether ``answer`` can be of ``kind``: dates and numbers hold a digit (or a month or
+    number word), names hold a letter and are not bare numbers, yes/no is yes or no."""
+    text = answer.strip()
+    has_digit = any(ch.isdigit() for ch in text)
+    if kind == "yes/no":
+        return is_yes_no(text)
+    if kind == "date":
+        return has_digit or bool(_MONTH_WORD.search(text))
+    if kind == "number":
+        return has_digit or bool(_NUMBER_WORD.search(text))
+    if kind in ("person", "organisation", "place"):
+        return (
+            any(ch.isalpha() for ch in text)
+            and not is_yes_no(text)
+            and not (has_digit and not any(ch.isupper() for ch in text))
+        )
+    return bool(text)
+
+
+_LABELLED_NAME = re.compile(r"\bthe\s+([a-z]+)\s+of\s+([A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)")
+
+
+_NAME_RUN = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z][\w'’-]*)*")
+_LEADING = frozenset({"The", "A", "An"})
+
+
+def whole_name(answer: str, sentence: str) -> str:
+    """``answer`` as the sentence names it: a name the generator shortened ("Essane" for "the
+    Essane River", "Ilsa" for "Ilsa Marr") becomes the whole run of capitalised words it sits
+    in; anything else comes back as it is."""
+    wanted = normalised(answer)
+    if not wanted or not answer[:1].isupper():
+        return answer
+    for match in _NAME_RUN.finditer(sentence):
+        words = match.group(0).split()
+        while words and words[0] in _LEADING:
+            words = words[1:]
+        name = " ".join(words)
+        if f" {wanted} " in f" {normalised(name)} " and len(name) > len(answer):
+            return name
+    return answer
+
+
+def labelled_names(sentence: str) -> list[tuple[str, str]]:
+    """``(class noun, name)`` for each "the <noun> of <Name>" in ``sentence``."""
+    return _LABELLED_NAME.findall(sentence)
