@@ -277,7 +277,9 @@ def failure_cause(record: dict[str, Any]) -> str | None:
     chain = record.get("chain") or []
     if not chain:
         return "abstained" if record.get("abstained") else "wrong answer"
-    if record["kind"] == "bridge" and len(chain) < record["hops"]:
+    # A hop extended through an entity (a city on the way to a country) counts as two.
+    steps = len(chain) + sum(len(hop.get("via") or []) for hop in chain)
+    if record["kind"] == "bridge" and steps < record["hops"]:
         merged = "plan merged hops"
     else:
         merged = ""
