@@ -279,10 +279,7 @@ def failure_cause(record: dict[str, Any]) -> str | None:
         return "abstained" if record.get("abstained") else "wrong answer"
     # A hop extended through an entity (a city on the way to a country) counts as two.
     steps = len(chain) + sum(len(hop.get("via") or []) for hop in chain)
-    if record["kind"] == "bridge" and steps < record["hops"]:
-        merged = "plan merged hops"
-    else:
-        merged = ""
+    merged = "plan merged hops" if record["kind"] == "bridge" and steps < record["hops"] else ""
     stuck = next((hop for hop in chain if hop.get("status") != "resolved"), None)
     if stuck is None:
         cause = "wrong answer from a complete chain"
