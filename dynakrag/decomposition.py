@@ -33,6 +33,7 @@ __all__ = [
     "PART_EDGES",
     "QUOTES",
     "REFERENCE",
+    "RELATION_NOUNS",
     "decompose",
     "entity_class",
     "joins_facts",
@@ -261,6 +262,11 @@ PERSON_NOUNS = frozenset(
 )
 """Nouns that name a person by a relation ("the founder of X")."""
 _CLASS_HEADS = frozenset().union(*CLASS_NOUNS.values())
+RELATION_NOUNS = PERSON_NOUNS | frozenset(
+    "employer maker manufacturer publisher developer distributor operator parent".split()
+)
+"""Nouns that name a person or an organisation by its relation to another ("the employer of
+X", "the maker of Y"): "the <noun> of X" inside another relation is a fact of its own."""
 
 
 def entity_class(noun: str) -> str | None:
@@ -282,8 +288,28 @@ _RELATIVE = re.compile(
 """A thing described by a clause that ends the question (where a clause stops inside a
 question, "... where Ada works born?", is not told by a rule)."""
 _LAST_OF = re.compile(
-    r"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(#\d+|[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)"
+    r"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(?:the\s+)?"
+    r"(#\d+|[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)"
 )
+_ASKED_FIRST = re.compile(
+    r"^\s*(?:(?:please\s+)?(?:name|give|list|identify|tell\s+me)|(?:what|which|who)\s+"
+    r"(?:is|was|are|were))\s*$",
+    re.IGNORECASE,
+)
+"""What may stand before the thing a question asks for ("Name the city where ...", "What is
+the company that ..."): a clause describing that thing is the question, not a fact to cut."""
+
+
+def _clause_to_cut(text: str) -> re.Match[str] | None:
+    """The outermost thing described by a clause that is a fact of its own: not the thing the
+    question asks for ("Name the city where ...", "What is the company that ...") and not a
+    clause holding the asked part ("a company that has its office in what city")."""
+    start = 0
+    while (found := _RELATIVE.search(text, start)) is not None:
+        if not (_WH_WORD.search(found.group(3)) or _ASKED_FIRST.match(text[: found.start()])):
+            return found
+        start = found.start() + 1
+    return None
 
 
 def split_facts(sub_questions: Sequence[str]) -> list[str]:
@@ -300,14 +326,20 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
 
     for number, part in enumerate(sub_questions, start=1):
         text = renumber(part)
-        for _ in range(3):  # at most three cuts per sub-question
+        for _ in range(4):  # at most four cuts per sub-question
             if not joins_facts(text):
                 break
-            relative = _RELATIVE.search(text)
-            if relative is not None and _WH_WORD.search(relative.group(3)):
-                relative = None  # "a company that has its office in what city": the asked part
+            relative = _clause_to_cut(text)
             chained = list(_LAST_OF.finditer(text))
-            if relative is not None:
+            # Innermost first: a "the X of Y" inside the clause is cut before the clause.
+            inner_of = bool(chained) and (
+                relative is None or chained[-1].start() >= relative.start()
+            )
+            if inner_of and _cuttable_of(text, chained[-1]):
+                last = chained[-1]
+                out.append(f"What is the {last.group(1)} of {last.group(2)}?")
+                text = f"{text[: last.start()]}#{len(out)}{text[last.end() :]}"
+            elif relative is not None:
                 noun, word, clause = relative.groups()
                 words = clause.split()
                 # "In which country was the founder of the firm where Ada works born?": after
@@ -317,13 +349,9 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
                     clause, tail = " ".join(words[:-1]), f" {words[-1]}"
                 out.append(f"What is the {noun} {word} {clause.strip()}?")
                 text = f"{text[: relative.start()]}#{len(out)}{tail}?"
-            elif chained and _cuttable_of(text, chained[-1]):
-                last = chained[-1]
-                out.append(f"What is the {last.group(1)} of {last.group(2)}?")
-                text = f"{text[: last.start()]}#{len(out)}{text[last.end() :]}"
             else:
                 break
-            if not text.rstrip().endswith("?"):
+            if not text.rstrip().endswith(("?", ".", "!")):
                 text = f"{text.rstrip()}?"
         out.append(text)
         final_of[number] = len(out)
@@ -344,7 +372,7 @@ def _cuttable_of(text: str, phrase: re.Match[str]) -> bool:
     if _ASKS_THE_OF.match(text) and phrase.start() == _ASKS_THE_OF.match(text).end() - 4:
         return False  # "Who is the founder of X?" asks that fact itself
     words = phrase.group(1).split()
-    return words[-1] in PERSON_NOUNS or (len(words) == 2 and words[-1] in _CLASS_HEADS)
+    return words[-1] in RELATION_NOUNS or (len(words) == 2 and words[-1] in _CLASS_HEADS)
 
 
 def joins_facts(sub_question: str) -> bool:

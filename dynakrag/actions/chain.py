@@ -71,6 +71,7 @@ __all__ = [
     "sub_questions_of",
 ]
 
+_POSSESSIVE = re.compile(r"['’]s?$")
 MAX_HOP_PASSAGES = 4
 """Passages shown to the generator for one hop (those about its entity come first)."""
 SEARCHES_PER_HOP = 2
@@ -206,7 +207,7 @@ def hop_entities(hops: Sequence[Hop], index: int) -> list[str]:
     if hop["via"]:
         return [hop["via"][-1]]
     return [
-        entity
+        _POSSESSIVE.sub("", entity)  # "Ada Voss's employer" asks about Ada Voss
         for entity in question_entities(hop_text(hops, index))
         if not entity.replace(",", "").isdigit()
     ]

@@ -287,3 +287,38 @@ def test_a_shortened_name_is_given_whole_as_the_sentence_names_it() -> None:
     assert whole_name("Ilsa", "It was founded in 1990 by Ilsa Marr.") == "Ilsa Marr"
     assert whole_name("1955", "Ilsa Marr was born in 1955 in Prynvale.") == "1955"
     assert whole_name("Prynvale", "Prynvale is a city in the country of Vardonia.") == "Prynvale"
+
+
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        # The thing a question names first is what it asks for: its clause is not cut.
+        (
+            "Name the city where the employer of Ada Voss has its headquarters.",
+            ["What is the employer of Ada Voss?", "Name the city where #1 has its headquarters."],
+        ),
+        (
+            "Name the person who founded the maker of the Vela K3.",
+            ["What is the maker of Vela K3?", "Name the person who founded #1."],
+        ),
+        # Innermost fact first: the "of" inside the clause, then the clause.
+        (
+            "Name the river that flows through the city where the founder of the employer of "
+            "Ada Voss was born.",
+            [
+                "What is the employer of Ada Voss?",
+                "What is the founder of #1?",
+                "What is the city where #2 was born?",
+                "Name the river that flows through #3?",
+            ],
+        ),
+    ],
+)
+def test_imperative_and_nested_wordings_are_cut_into_single_facts(question, parts) -> None:
+    assert split_facts([question]) == parts
+
+
+def test_a_possessive_names_the_hops_entity() -> None:
+    from dynakrag.actions.chain import hop_entities
+
+    assert hop_entities(plan_hops(["Who is Ada Voss's employer?"]), 0) == ["Ada Voss"]
