@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from dynakrag.actions.chain import chain_complete, hop_entities
+from dynakrag.actions.chain import answers_what_is_asked, chain_complete, hop_entities
 from dynakrag.actions.grounding import dates_in
 from dynakrag.decomposition import REFERENCE
 from dynakrag.state import Hop
@@ -96,10 +96,14 @@ def comparison_answer(question: str, hops: Sequence[Hop]) -> tuple[str, list[Hop
 
 def chain_answer(question: str, hops: Sequence[Hop]) -> tuple[str, str] | None:
     """The answer the chain itself gives (answer, how: ``chain`` or ``comparison``), or None
-    when a reader must compose it (a yes/no, an aggregation) or the chain is not complete."""
+    when a reader must compose it (a yes/no, an aggregation), the chain is not complete, or
+    its last hop does not ask for what the question asks for."""
     if not chain_complete(hops):
         return None
     if is_bridge_chain(hops):
+        # A plan that stops short of what is asked (a person for "which river") is no answer.
+        if not answers_what_is_asked(question, hops[-1]):
+            return None
         return str(hops[-1]["answer"]), "chain"
     compared = comparison_answer(question, hops)
     if compared is not None:

@@ -88,6 +88,8 @@ REASONS: dict[str, str] = {
     "its words are in the passages)",
     "reader_declined": "the evidence does not state the answer (the reader found none)",
     "chain_incomplete": "the evidence does not state {what}",
+    "chain_off_target": "the chain of evidence found a {found}, not the {asked} the question "
+    "asks for",
     "nothing_answered": "no sub-question was answered from the evidence",
     "ungrounded_answer": "the answer {answer!r} is not stated in the passages",
 }

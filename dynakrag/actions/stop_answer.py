@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.chain import chain_complete, hop_text
-from dynakrag.actions.chain_answer import chain_answer, chain_passages
+from dynakrag.actions.chain import asked_for, chain_complete, hop_text
+from dynakrag.actions.chain_answer import chain_answer, chain_passages, is_bridge_chain
 from dynakrag.actions.common import Resources, action_update, evidence_window
 from dynakrag.actions.compress_answer_evidence import answer_passages
 from dynakrag.actions.grounding import (
@@ -97,7 +97,14 @@ def _chain_verdict(
         return answer, AbstentionVerdict(
             False, citations=tuple(chain_passages(hops)), grounding=how
         )
-    if chain_complete(hops) or not cfg.abstain:
+    if not cfg.abstain:
+        return None
+    if chain_complete(hops):
+        if is_bridge_chain(hops):  # complete, but its last hop asks for something else
+            asked = asked_for(state["question"])
+            return "", abstain(
+                "chain_off_target", found=hops[-1]["expects"], asked=asked[1] or asked[0]
+            )
         return None
     stuck = next((i for i, hop in enumerate(hops) if hop["status"] != "resolved"), 0)
     return "", abstain("chain_incomplete", what=repr(hop_text(hops, stuck)))

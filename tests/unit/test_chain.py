@@ -322,3 +322,18 @@ def test_a_possessive_names_the_hops_entity() -> None:
     from dynakrag.actions.chain import hop_entities
 
     assert hop_entities(plan_hops(["Who is Ada Voss's employer?"]), 0) == ["Ada Voss"]
+
+
+def test_a_chain_that_stops_short_of_what_is_asked_gives_no_answer() -> None:
+    question = (
+        "Ada Voss works for a firm. Which river runs through the city its founder was born in?"
+    )
+    plan = ["Which firm does Ada Voss work for?", "Who founded #1?"]  # the model dropped 2 hops
+    facts = {
+        "Which firm does Ada Voss work for?": "Selkthorn Robotics",
+        "Who founded Selkthorn Robotics?": "Ilsa Marr",
+    }
+    final = graph_for(hop_responder({question: plan}, facts)).invoke({"question": question})
+    assert [hop["status"] for hop in final["hops"]] == ["resolved", "resolved"]
+    assert final["answer"] == "" and final["abstained"]
+    assert "not the river" in final["abstain_reason"]
