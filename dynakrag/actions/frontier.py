@@ -12,7 +12,7 @@ from typing import Any
 from dynakrag.actions.bridge_entities import detect_bridge_entities
 from dynakrag.actions.chain import note_search
 from dynakrag.actions.common import Resources, action_update
-from dynakrag.actions.grounding import normalised
+from dynakrag.actions.statements import mentions
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, Usage
 from dynakrag.retrieval.provenance import search_with_provenance
@@ -82,8 +82,8 @@ def acquire(
 
 
 def _names_any(passage: Any, names: Sequence[str]) -> bool:
-    text = f" {normalised(f'{passage.title} {passage.text}')} "
-    return any(f" {normalised(name)} " in text for name in names if normalised(name))
+    text = f"{passage.title} {passage.text}"
+    return any(mentions(text, name) for name in names)
 
 
 def acquisition_update(

@@ -113,8 +113,8 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
 
 
 def _plan(question: str, resources: Resources, cfg: Configuration) -> tuple[list[str], Usage]:
-    """The sub-questions of ``question``: EPQD's parts or the decomposition's (with a part that
-    joins two facts asked again once)."""
+    """The sub-questions of ``question``: EPQD's parts, or the decomposition's checked by the
+    rules (a part that joins two facts cut in two, a plan that lost a relation replaced)."""
     if cfg.decomposition == "epqd":
         from dynakrag.dsrag.pipeline import decompose_question
 

@@ -60,11 +60,6 @@ DECOMPOSE_EXAMPLES: tuple[tuple[str, list[str]], ...] = (
         ["Who directed Blue Harbor?", "Who directed Night Train?"],
     ),
 )
-DECOMPOSE_RETRY = (
-    "Sub-question {number} ({text!r}) asks two facts at once. Split it so that each "
-    "sub-question asks one fact about one named thing or #k. Reply with the whole JSON again."
-)
-
 REWRITE_SYSTEM = (
     "You rewrite a search query so that it finds the missing evidence for a question. "
     + DATA_NOTICE
@@ -131,23 +126,13 @@ FACTS_TITLE = "facts found in the passages"
 UNKNOWN = "UNKNOWN"
 
 
-def decompose_messages(
-    question: str, retry: tuple[list[str], int] | None = None
-) -> list[tuple[str, str]]:
-    """Few-shot messages asking for the sub-questions of ``question``; ``retry`` (the previous
-    reply's sub-questions and the 0-based index of one that joins two facts) asks once more."""
+def decompose_messages(question: str) -> list[tuple[str, str]]:
+    """Few-shot messages asking for the sub-questions of ``question``."""
     shots = (
         (f"Question: {example}", json.dumps({"sub_questions": parts}))
         for example, parts in DECOMPOSE_EXAMPLES
     )
-    messages = few_shot_messages(DECOMPOSE_SYSTEM, shots, f"Question: {question}")
-    if retry is not None:
-        parts, index = retry
-        messages += [
-            ("ai", json.dumps({"sub_questions": parts})),
-            ("human", DECOMPOSE_RETRY.format(number=index + 1, text=parts[index])),
-        ]
-    return messages
+    return few_shot_messages(DECOMPOSE_SYSTEM, shots, f"Question: {question}")
 
 
 def hop_messages(
