@@ -61,6 +61,7 @@ from dynakrag.errors import UserInputError
 from dynakrag.eval import metrics
 from dynakrag.eval.methods import Method, MethodResult, get_method
 from dynakrag.eval.methods.base import method_configuration
+from dynakrag.eval.workers import question_key
 from dynakrag.files import write_json
 from dynakrag.llm.cache import SQLiteLLMCache
 from dynakrag.llm.factory import llm_client_from_config, llm_description
@@ -68,6 +69,7 @@ from dynakrag.progress import progress_bar
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
 from dynakrag.routing.factory import RETRIEVERS, build_searcher, needs_embeddings
+from dynakrag.workers import Journal, journal_path, pending
 
 __all__ = [
     "DERIVED_KEYS",
@@ -368,22 +370,46 @@ def evaluate(
         records: list[dict[str, Any]] = []
         desc = f"{runner.name} {dataset}/{split} {setting} {retriever}"
         cache_stats: dict[str, Any] = {"enabled": False}
+        journal = (
+            Journal(
+                journal_path(out_path),
+                _journal_settings(
+                    runner, cfg, examples, retriever=retriever, seed=seed, no_answer=no_answer
+                ),
+            )
+            if out_path is not None
+            else None
+        )
         if workers is None and scheduler is None:
-            bar = progress_bar(examples, desc=desc, unit="q", file=sys.stderr, disable=not progress)
-            for example in bar:
-                record, build_s = answer_question(
-                    runner,
-                    example,
-                    open_searcher,
-                    llm,
-                    cfg,
-                    retriever=retriever,
-                    memo=memo,
-                    seed=seed,
-                    no_answer=no_answer,
-                )
-                records.append(record)
-                index_s += build_s
+            done = dict(journal.done) if journal is not None else {}
+            todo = pending(examples, question_key, done)
+            bar = progress_bar(
+                total=len(examples),
+                initial=len(examples) - len(todo),
+                desc=desc,
+                unit="q",
+                file=sys.stderr,
+                disable=not progress,
+            )
+            with bar:
+                for example in todo:
+                    record, build_s = answer_question(
+                        runner,
+                        example,
+                        open_searcher,
+                        llm,
+                        cfg,
+                        retriever=retriever,
+                        memo=memo,
+                        seed=seed,
+                        no_answer=no_answer,
+                    )
+                    if journal is not None:
+                        journal.add(question_key(example), record)
+                    done[question_key(example)] = record
+                    index_s += build_s
+                    bar.update(1)
+            records = [done[question_key(example)] for example in examples]
             if llm_cache is not None:
                 cache_stats = {"enabled": True, **llm_cache.stats()}
         else:
@@ -400,7 +426,7 @@ def evaluate(
                 embeddings=embeddings,
                 corpus=corpus if setting == "open" else None,
                 index_dir=index_dir if setting == "open" else None,
-                out=out_path,
+                journal=journal,
                 progress=progress,
                 desc=desc,
             )
@@ -409,6 +435,8 @@ def evaluate(
     finally:
         if llm_cache is not None:
             llm_cache.close()
+        if journal is not None:
+            journal.close()
 
     meta = {
         "method": runner.name,
@@ -437,6 +465,8 @@ def evaluate(
     output = {"meta": meta, "summary": summarize_records(records), "questions": records}
     if out_path is not None:
         _write_json(out_path, output)
+        if journal is not None:
+            journal.remove()  # the run's output is written: nothing is left to resume
         if report:
             from dynakrag.eval.report import write_report
 
@@ -471,50 +501,51 @@ def answer_question(
     return question_record(example, result, latency, no_answer=no_answer), build_s
 
 
+def _journal_settings(
+    runner: Method,
+    cfg: Configuration,
+    examples: Sequence[QAExample],
+    **options: Any,
+) -> dict[str, Any]:
+    """What a journal must match to be resumed: the method, its settings and the questions."""
+    return {
+        "kind": "eval",
+        "method": runner.name,
+        "method_options": runner.options(),
+        "questions": [example.id for example in examples],
+        "configuration": cfg.model_dump(mode="json"),
+        **options,
+    }
+
+
 def _evaluate_on_workers(
     examples: Sequence[QAExample],
     runner: Method,
     cfg: Configuration,
     cluster: tuple[int | None, str | None],
     *,
-    out: Path | None,
+    journal: Journal | None,
     progress: bool,
     desc: str,
     corpus: Sequence[Passage] | None,
     **job: Any,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The question records, answered on Dask workers (``cluster``: ``(workers, scheduler)``);
-    with ``out``, finished questions are journalled beside it so a rerun resumes."""
+    finished questions go to ``journal`` as they arrive, so a rerun resumes."""
     from dynakrag.eval.workers import EvalJob, evaluate_on_workers
-    from dynakrag.workers import Journal, dask_client, journal_path
+    from dynakrag.workers import dask_client
 
     plan = EvalJob(method=runner, cfg=cfg, answer=answer_question, memoise=MemoEmbeddings, **job)
-    settings = {
-        "kind": "eval",
-        "method": runner.name,
-        "method_options": runner.options(),
-        "questions": [example.id for example in examples],
-        "configuration": cfg.model_dump(mode="json"),
-        **{key: job[key] for key in ("retriever", "seed", "no_answer")},
-    }
-    journal = Journal(journal_path(out), settings) if out is not None else None
-    try:
-        with dask_client(*cluster) as client:
-            records, counts = evaluate_on_workers(
-                examples,
-                plan,
-                client,
-                corpus=corpus,
-                journal=journal,
-                progress=progress,
-                desc=desc,
-            )
-    finally:
-        if journal is not None:
-            journal.close()
-    if journal is not None:
-        journal.remove()  # the caller writes ``out`` next; a crash before that redoes nothing
-    return records, counts
+    with dask_client(*cluster) as client:
+        return evaluate_on_workers(
+            examples,
+            plan,
+            client,
+            corpus=corpus,
+            journal=journal,
+            progress=progress,
+            desc=desc,
+        )
 
 
 def _version() -> str:

@@ -35,7 +35,7 @@ from dynakrag.progress import progress_bar
 from dynakrag.retrieval.passage import Passage
 from dynakrag.workers import Journal, fan_out, pending, release_on_workers, worker_cached
 
-__all__ = ["EvalJob", "eval_question", "evaluate_on_workers"]
+__all__ = ["EvalJob", "eval_question", "evaluate_on_workers", "question_key"]
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def evaluate_on_workers(
     """The records of ``examples`` in their order, run on ``client``'s workers, and the LLM
     cache hits and misses of the questions run now (not those read from ``journal``)."""
     done = dict(journal.done) if journal is not None else {}
-    todo = pending(examples, _key, done)
+    todo = pending(examples, question_key, done)
     shared = client.scatter(list(corpus), broadcast=True) if corpus is not None else None
     counts = {"hits": 0, "misses": 0}
     bar = progress_bar(
@@ -153,16 +153,17 @@ def evaluate_on_workers(
     with bar, contextlib.ExitStack() as cleanup:
         cleanup.callback(release_on_workers, client, job.run_id)
         for example, record in fan_out(
-            client, eval_question, todo, job, shared, keys=[_key(e) for e in todo]
+            client, eval_question, todo, job, shared, keys=[question_key(e) for e in todo]
         ):
             cache = record.pop("_cache")
             counts = {name: counts[name] + cache[name] for name in counts}
             if journal is not None:
-                journal.add(_key(example), record)
-            done[_key(example)] = record
+                journal.add(question_key(example), record)
+            done[question_key(example)] = record
             bar.update(1)
-    return [done[_key(example)] for example in examples], counts
+    return [done[question_key(example)] for example in examples], counts
 
 
-def _key(example: QAExample) -> str:
+def question_key(example: QAExample) -> str:
+    """A question's key in a run's journal (dataset, split and id)."""
     return f"{example.dataset}:{example.split}:{example.id}"

@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage
 from tenacity import (
     RetryCallState,
     Retrying,
-    retry_if_not_exception_type,
+    retry_if_exception,
     retry_if_result,
     stop_after_attempt,
 )
@@ -283,8 +283,9 @@ class LLMClient:
 
         retrying = Retrying(
             stop=stop_after_attempt(self.max_retries + 1),
-            # A fault or an empty reply is asked again; a lost backend or a cut reply is not.
-            retry=retry_if_not_exception_type((ModelUnavailableError, _CutShort))
+            # A fault or an empty reply is asked again; a lost backend, a cut reply or the
+            # user's Ctrl-C (not an Exception: tenacity would otherwise retry it) is not.
+            retry=retry_if_exception(_worth_asking_again)
             | retry_if_result(lambda reply: reply is None),
             wait=self._backoff,
             sleep=_pause,
@@ -325,6 +326,13 @@ class _CutShort(Exception):
         self.error = error
         self.usage = usage
         self.partial = _cut_text(error)
+
+
+def _worth_asking_again(error: BaseException) -> bool:
+    """A backend fault that another attempt may not meet."""
+    return isinstance(error, Exception) and not isinstance(
+        error, (ModelUnavailableError, _CutShort)
+    )
 
 
 def _cut_text(error: BaseException) -> str:

@@ -437,3 +437,40 @@ def test_compare_table_has_one_row_per_run() -> None:
     assert len(table) == 4
     assert table[2].startswith("| naive | hotpotqa/eval | open | bm25 | 3 | 0.500 | – |")
     assert table[3].startswith("| dynakrag (uniform) |")
+
+
+@needs_data
+def test_a_sequential_run_cut_short_resumes_from_its_journal(hotpot, cfg, tmp_path: Path) -> None:
+    """Kill a one-process ``eval --out`` after its first question; the same command again
+    answers only the second, and the finished output is what one uncut run writes."""
+    from dynakrag.workers import journal_path
+
+    out = tmp_path / "run.json"
+    _, recorder = fake_model(hotpot)
+    calls = {"n": 0}
+
+    def dies_on_the_second_question(messages: list[BaseMessage]) -> str:
+        if any(hotpot[1].question in str(message.content) for message in messages):
+            raise KeyboardInterrupt  # the user's Ctrl-C half-way
+        calls["n"] += 1
+        return recorder(messages)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(
+            hotpot,
+            cfg,
+            "naive",
+            chat_model=ScriptedChatModel(respond=dies_on_the_second_question),
+            out=out,
+            cache=False,
+        )
+    assert journal_path(out).is_file() and not out.exists()
+    first_calls = calls["n"]
+    assert first_calls >= 1
+
+    resumed_model, resumed = fake_model(hotpot)
+    result = run(hotpot, cfg, "naive", chat_model=resumed_model, out=out, cache=False)
+    assert [q["id"] for q in result["questions"]] == [ex.id for ex in hotpot]
+    assert len(resumed.kinds) == first_calls  # only the second question was asked again
+    assert not journal_path(out).exists()
+    assert json.loads(out.read_text())["questions"][0]["id"] == hotpot[0].id

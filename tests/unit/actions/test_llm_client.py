@@ -110,6 +110,18 @@ def test_llm_client_does_not_retry_a_lost_backend() -> None:
     assert len(calls) == 1 and llm.failed_requests == 0
 
 
+def test_llm_client_lets_ctrl_c_through_at_once() -> None:
+    calls: list[int] = []
+
+    def interrupted(messages: list[BaseMessage]) -> str:
+        calls.append(1)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _client(interrupted, max_retries=3).text(MESSAGES)
+    assert len(calls) == 1  # not asked again, not swallowed as "no reply"
+
+
 def test_llm_client_json_retries_unparseable_replies() -> None:
     replies = iter(["Sure, here you go", 'Result: {"answers": ["Velford"]} done'])
     recorder = Recorder(lambda system, human: next(replies))
