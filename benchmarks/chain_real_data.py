@@ -1,0 +1,229 @@
+"""Chain following on real multi-hop data: the graph before and after hop-by-hop resolution.
+
+Reads finished ``dynakrag eval`` runs (their JSON), one per method and dataset, and puts them
+side by side: EM and F1 with bootstrap 95% intervals, final-evidence support recall, retrieval
+and LLM calls, prompt tokens and seconds per question, the abstention rate, and for MuSiQue the
+F1 by hop count (its ids start with ``2hop`` / ``3hop`` / ``4hop``). Nothing is fitted or tuned
+here; the runs are eval rows, scored by the runner.
+
+The runs are made with the CLI (each one resumable: rerun the same command after a cut), e.g.::
+
+    export DYNAKRAG_DATA_DIR=/work/shared/data
+    dynakrag eval --method naive --dataset musique --setting open --limit 60 \\
+        --out R/musique-naive.json
+    DYNAKRAG_SUB_QUESTION_ANSWERING=chain DYNAKRAG_MAX_STEPS=16 DYNAKRAG_MAX_RETRIEVAL_CALLS=10 \\
+        dynakrag eval --method dynakrag --dataset musique --setting open --limit 60 \\
+        --out R/musique-chain.json
+    # "before": the same dynakrag command from a checkout of the commit before the change
+
+then::
+
+    .venv/bin/python benchmarks/chain_real_data.py --runs-dir R --name chain-real-data
+
+Writes ``benchmarks/results/<name>.json``, ``.md`` and ``.png`` (F1 with its interval per method
+and dataset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DATASETS = ("musique", "hotpotqa", "2wiki")
+METHODS = ("naive", "before", "chain")
+LABELS = {
+    "naive": "naive (top-5, one reader call)",
+    "before": "graph before (joint sub-questions, 4 steps)",
+    "chain": "graph, chain (hop by hop)",
+}
+HOP_ID = re.compile(r"^(\d)hop")
+
+
+def bootstrap_interval(
+    values: Sequence[float], *, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of the mean over ``resamples`` resamples."""
+    data = np.asarray(values, dtype=float)
+    if data.size == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _mean(records: Sequence[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in records if isinstance(r.get(key), int | float)]
+    return float(np.mean(values)) if values else None
+
+
+def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One row: n, EM, F1 (with interval), SR, calls, tokens, seconds, abstentions."""
+    f1 = [float(r["f1"]) for r in records if isinstance(r.get("f1"), int | float)]
+    low, high = bootstrap_interval(f1)
+    return {
+        "n": len(records),
+        "em": _mean(records, "em"),
+        "f1": _mean(records, "f1"),
+        "f1_low": low,
+        "f1_high": high,
+        "support_recall": _mean(records, "support_recall"),
+        "retrieval_calls": _mean(records, "retrieval_calls"),
+        "llm_calls": _mean(records, "llm_calls"),
+        "prompt_tokens": _mean(records, "prompt_tokens"),
+        "seconds": _mean(records, "latency_s"),
+        "abstain_rate": _mean(records, "abstained"),
+    }
+
+
+def hop_count(record: dict[str, Any]) -> int | None:
+    """MuSiQue's hop count from its id (``3hop1__...``); None for other datasets."""
+    match = HOP_ID.match(str(record.get("id", "")))
+    return int(match.group(1)) if match else None
+
+
+def load_run(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or "questions" not in data:
+        raise SystemExit(f"{path} is not a dynakrag eval run (no 'questions')")
+    return data
+
+
+def collect_rows(runs_dir: Path, datasets: Sequence[str], methods: Sequence[str]) -> list[dict]:
+    """One row per (dataset, method, group) for the runs found in ``runs_dir``; groups are
+    ``all`` and, for MuSiQue, each hop count."""
+    rows: list[dict[str, Any]] = []
+    for dataset in datasets:
+        for method in methods:
+            path = runs_dir / f"{dataset}-{method}.json"
+            if not path.is_file():
+                print(f"missing: {path} (skipped)", file=sys.stderr)
+                continue
+            run = load_run(path)
+            records = run["questions"]
+            groups: dict[str, list[dict[str, Any]]] = {"all": records}
+            for record in records:
+                hops = hop_count(record)
+                if hops is not None:
+                    groups.setdefault(f"{hops}-hop", []).append(record)
+            meta = run.get("meta", {})
+            for group, members in sorted(groups.items(), key=lambda item: item[0] != "all"):
+                rows.append(
+                    {
+                        "dataset": dataset,
+                        "method": method,
+                        "group": group,
+                        "git_commit": str(meta.get("git_commit", ""))[:7],
+                        "retriever": meta.get("retriever"),
+                        **summarise(members),
+                    }
+                )
+    return rows
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    header = (
+        "| dataset | group | method | commit | n | EM | F1 | F1 95% CI | SR | retr. | LLM | "
+        "prompt tok | s/q | abstain |"
+    )
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for row in rows:
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    row["dataset"],
+                    row["group"],
+                    LABELS.get(row["method"], row["method"]),
+                    row["git_commit"],
+                    str(row["n"]),
+                    _fmt(row["em"]),
+                    _fmt(row["f1"]),
+                    f"[{_fmt(row['f1_low'])}, {_fmt(row['f1_high'])}]",
+                    _fmt(row["support_recall"]),
+                    _fmt(row["retrieval_calls"], 2),
+                    _fmt(row["llm_calls"], 2),
+                    _fmt(row["prompt_tokens"], 0),
+                    _fmt(row["seconds"], 1),
+                    _fmt(row["abstain_rate"], 2),
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [row for row in rows if row["group"] == "all" or row["dataset"] == "musique"]
+    groups = list(dict.fromkeys(f"{row['dataset']}\n{row['group']}" for row in shown))
+    methods = list(dict.fromkeys(row["method"] for row in shown))
+    width = 0.8 / max(1, len(methods))
+    fig, axis = plt.subplots(figsize=(max(6, 1.4 * len(groups)), 4))
+    for index, method in enumerate(methods):
+        xs, ys, errors = [], [], [[], []]
+        for row in shown:
+            if row["method"] != method or row["f1"] is None:
+                continue
+            x = groups.index(f"{row['dataset']}\n{row['group']}") + index * width
+            xs.append(x)
+            ys.append(row["f1"])
+            errors[0].append(max(0.0, row["f1"] - row["f1_low"]))
+            errors[1].append(max(0.0, row["f1_high"] - row["f1"]))
+        axis.bar(xs, ys, width, yerr=errors, capsize=3, label=LABELS.get(method, method))
+    axis.set_xticks([i + width * (len(methods) - 1) / 2 for i in range(len(groups))], groups)
+    axis.set_ylabel("F1 (bootstrap 95% CI)")
+    axis.set_ylim(0, 1)
+    axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs-dir", type=Path, required=True, help="where the run JSONs are")
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--out-dir", type=Path, default=RESULTS)
+    parser.add_argument("--name", default="chain-real-data")
+    args = parser.parse_args(argv)
+    rows = collect_rows(args.runs_dir, args.datasets, args.methods)
+    if not rows:
+        raise SystemExit(f"no runs found in {args.runs_dir}")
+    table = markdown(rows)
+    print(table)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / f"{args.name}.json").write_text(
+        json.dumps({"rows": rows}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    (args.out_dir / f"{args.name}.md").write_text(
+        "# Chain following on real data (first eval rows, open setting)\n\n" + table,
+        encoding="utf-8",
+    )
+    plot(rows, args.out_dir / f"{args.name}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
