@@ -198,9 +198,38 @@ def decompose(
     if split_joined:
         parts = split_facts(parts)
         by_rule = split_facts([question])
-        if len(by_rule) > 1 and _lost_words(question, parts):
+        if (
+            len(by_rule) > 1
+            and _one_chain(question)
+            and (_lost_words(question, parts) or not leads_to_last(parts))
+        ):
             parts = by_rule
     return (parts[:MAX_SUB_QUESTIONS] or [question]), usage
+
+
+def leads_to_last(sub_questions: Sequence[str]) -> bool:
+    """Whether every sub-question's answer is used on the way to the last one (through the
+    ``#k`` of those after it): a chain, not parts answered side by side."""
+    needed = {len(sub_questions) - 1}
+    frontier = [len(sub_questions) - 1]
+    while frontier:
+        for found in REFERENCE.findall(sub_questions[frontier.pop()]):
+            index = int(found) - 1
+            if 0 <= index < len(sub_questions) and index not in needed:
+                needed.add(index)
+                frontier.append(index)
+    return bool(sub_questions) and needed == set(range(len(sub_questions)))
+
+
+_SIDE_BY_SIDE = re.compile(r"\b(?:or|both|same|between|than|whether|and)\b", re.IGNORECASE)
+
+
+def _one_chain(question: str) -> bool:
+    """Whether a question reads as one chain of facts, nothing set side by side ("A or B",
+    "both", "the same", "than", "A and B"): a plan that lost a word of it or whose parts do
+    not lead to its last one then lost a link, which the rule split of the question keeps
+    (where things are set side by side, the rule split is no plan)."""
+    return not _SIDE_BY_SIDE.search(question)
 
 
 _WORD_PREFIX = 4
@@ -278,7 +307,9 @@ def entity_class(noun: str) -> str | None:
 
 
 _DESCRIBED = re.compile(r"\b(?:the|a|an)\s+[a-z]+\s+(?:where|that|which|who|whom|whose)\s+\w")
-_OF_PHRASE = re.compile(r"\bthe\s+(?:[a-z]+\s+){1,2}of\s")
+_CHAINED_OF = re.compile(r"\b[Tt]he\s+(?:[a-z]+\s+){1,2}of\s+the\s+(?:[a-z]+\s+){1,2}of\s")
+"""Two "the X of" chained, the second the object of the first ("the birth city of the founder
+of ...")."""
 
 
 _RELATIVE = re.compile(
@@ -287,10 +318,10 @@ _RELATIVE = re.compile(
 )
 """A thing described by a clause that ends the question (where a clause stops inside a
 question, "... where Ada works born?", is not told by a rule)."""
-_LAST_OF = re.compile(
-    r"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(?:the\s+)?"
-    r"(#\d+|[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*)"
-)
+_NAME = r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|in|on|for|to|de|a|an)\s+)*[A-Z0-9][\w'’-]*)*"
+"""A proper name: capitalised words, with the lower-case words titles keep inside them ("A
+Treatise Concerning the Principles of Human Knowledge", "Gone With the Wind")."""
+_LAST_OF = re.compile(rf"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(?:the\s+)?(#\d+|{_NAME})")
 _ASKED_FIRST = re.compile(
     r"^\s*(?:(?:please\s+)?(?:name|give|list|identify|tell\s+me)|(?:what|which|who)\s+"
     r"(?:is|was|are|were))\s*$",
@@ -329,24 +360,28 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
         for _ in range(4):  # at most four cuts per sub-question
             if not joins_facts(text):
                 break
+            possessive = _POSSESSIVE_CHAIN.search(text)
+            if possessive is not None:  # "Ada's mother's spouse": the mother first
+                owner, noun = possessive.group(1), possessive.group(2)
+                asks = "Who" if noun.split()[-1] in PERSON_NOUNS else "What"
+                out.append(f"{asks} is {owner}'s {noun}?")
+                text = f"{text[: possessive.start()]}#{len(out)}{text[possessive.end(2) :]}"
+                continue
             relative = _clause_to_cut(text)
-            chained = list(_LAST_OF.finditer(text))
+            chained = [found for found in _LAST_OF.finditer(text) if _cuttable_of(text, found)]
             # Innermost first: a "the X of Y" inside the clause is cut before the clause.
             inner_of = bool(chained) and (
                 relative is None or chained[-1].start() >= relative.start()
             )
-            if inner_of and _cuttable_of(text, chained[-1]):
+            if inner_of:
                 last = chained[-1]
                 out.append(f"What is the {last.group(1)} of {last.group(2)}?")
                 text = f"{text[: last.start()]}#{len(out)}{text[last.end() :]}"
             elif relative is not None:
                 noun, word, clause = relative.groups()
-                words = clause.split()
-                # "In which country was the founder of the firm where Ada works born?": after
-                # an auxiliary the question's own verb closes it, so the clause stops before.
-                tail = ""
-                if _AUXILIARY.search(text[: relative.start()]) and len(words) >= 3:
-                    clause, tail = " ".join(words[:-1]), f" {words[-1]}"
+                clause, tail = _clause_and_tail(text[: relative.start()], clause)
+                if tail is None:
+                    break  # where the clause ends is not told by a rule
                 out.append(f"What is the {noun} {word} {clause.strip()}?")
                 text = f"{text[: relative.start()]}#{len(out)}{tail}?"
             else:
@@ -359,7 +394,50 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
 
 
 _WH_WORD = re.compile(r"\b(?:what|which|who|whom|whose|where|when|how)\b", re.IGNORECASE)
-_AUXILIARY = re.compile(r"\b(?:is|was|are|were|did|does|do|has|have|had)\b")
+_AUXILIARY = re.compile(r"\b(?:is|was|are|were|be|been|did|does|do|has|have|had)\b")
+_ASKS_ABOUT_SUBJECT = re.compile(
+    r"\b(?:is|was|are|were|did|does|do|has|have|had)\s+(?:(?:the|a|an)\s|$)"
+)
+_NAMES_SOMETHING = re.compile(r"[A-Z0-9#]")
+_ENDS_WITH_DO = re.compile(r"\b(?:did|does|do)\s*$", re.IGNORECASE)
+_PARTICIPLES = frozenset("born built held made found set shot sold won run".split())
+
+
+def _is_participle(word: str) -> bool:
+    """Whether a lower-case word reads as a past participle ("born", "founded", "taken")."""
+    return word.islower() and (
+        word in _PARTICIPLES or (len(word) > 4 and word.endswith(("ed", "en")))
+    )
+
+
+def _clause_and_tail(before: str, clause: str) -> tuple[str, str | None]:
+    """Where a relative clause that runs to the end of a question really ends: the clause and
+    the words after it (None: not told by a rule).
+
+    "In which country was the founder of the firm where Ada works born?": a question that put
+    its auxiliary before the described thing ("was the founder ...") ends with its own verb,
+    a participle the clause does not take ("works born"); "... where the museum is located"
+    keeps its participle. After "did"/"does" the question's own verb follows the clause
+    ("What did the man who wrote X use as ...?"), where no rule can tell the clause's end.
+    """
+    words = clause.split()
+    if not _NAMES_SOMETHING.search(clause) or len(_AUXILIARY.findall(clause)) >= 2:
+        # A clause naming nothing ("the directors that share the same nationality") is no
+        # fact to look up; one with two verbs ("where X was born is located") holds the
+        # question's own verb somewhere inside.
+        return clause, None
+    if (
+        len(words) >= 3
+        and _ASKS_ABOUT_SUBJECT.search(before)
+        and _is_participle(words[-1].rstrip("?.!"))
+        and not _AUXILIARY.fullmatch(words[-2])
+    ):
+        return " ".join(words[:-1]), f" {words[-1]}"
+    if _ENDS_WITH_DO.search(before):
+        return clause, None
+    return clause, ""
+
+
 _ASKS_THE_OF = re.compile(r"^\s*(?:what|who|which)\s+(?:is|was|are|were)\s+the\s", re.IGNORECASE)
 
 
@@ -367,12 +445,20 @@ def _cuttable_of(text: str, phrase: re.Match[str]) -> bool:
     """Whether the "the X of Y" ``phrase`` is a fact of its own inside ``text``: one of two
     chained, or a person named by a relation ("the founder of") or a described place or thing
     ("the birth city of"; "the city of Paris" is Paris) inside another relation."""
-    if len(_OF_PHRASE.findall(text.lower())) >= 2:
-        return True
+    if phrase.group(2).endswith(("'s", "’s")) or text[phrase.end() :].startswith(("'s", "’s")):
+        return False  # "the actor of Grace's boyfriend": the name goes on as a possessive
+    if text[: phrase.start()].endswith(("of ", "of the ")) or _CHAINED_OF.match(
+        text, phrase.start()
+    ):
+        return True  # one of two chained
     if _ASKS_THE_OF.match(text) and phrase.start() == _ASKS_THE_OF.match(text).end() - 4:
         return False  # "Who is the founder of X?" asks that fact itself
     words = phrase.group(1).split()
     return words[-1] in RELATION_NOUNS or (len(words) == 2 and words[-1] in _CLASS_HEADS)
+
+
+_POSSESSIVE_CHAIN = re.compile(rf"(#\d+|\b{_NAME})['’]s\s+([a-z]+(?:\s+[a-z]+)?)(?=['’]s\s)")
+"""Two chained possessives ("Ada Voss's mother's spouse"): the first is a fact of its own."""
 
 
 def joins_facts(sub_question: str) -> bool:
@@ -380,7 +466,9 @@ def joins_facts(sub_question: str) -> bool:
     instead of naming it ("Who founded the company where Ada works?"), or chains two "the X
     of" phrases ("the birth city of the founder of ...")."""
     lowered = sub_question.lower()
-    if _DESCRIBED.search(lowered) or len(_OF_PHRASE.findall(lowered)) >= 2:
+    if _POSSESSIVE_CHAIN.search(sub_question):
+        return True
+    if _DESCRIBED.search(lowered) or _CHAINED_OF.search(sub_question):
         return True
     return any(_cuttable_of(sub_question, phrase) for phrase in _LAST_OF.finditer(sub_question))
 

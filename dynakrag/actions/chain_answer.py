@@ -10,7 +10,7 @@ from typing import Any
 
 from dynakrag.actions.chain import answers_what_is_asked, chain_complete, hop_entities
 from dynakrag.actions.grounding import dates_in
-from dynakrag.decomposition import REFERENCE
+from dynakrag.decomposition import REFERENCE, leads_to_last
 from dynakrag.state import Hop
 
 __all__ = ["chain_answer", "chain_passages", "comparison_answer", "is_bridge_chain"]
@@ -22,17 +22,10 @@ def _references(hop: Hop) -> set[int]:
 
 def is_bridge_chain(hops: Sequence[Hop]) -> bool:
     """Whether the last hop's answer answers the question: every earlier hop leads to it
-    (through the ``#k`` of the hops after it), and it is not a yes/no."""
+    (:func:`~dynakrag.decomposition.leads_to_last`), and it is not a yes/no."""
     if not hops or hops[-1]["expects"] == "yes/no":
         return False
-    needed = {len(hops) - 1}
-    frontier = [len(hops) - 1]
-    while frontier:
-        for ref in _references(hops[frontier.pop()]):
-            if 0 <= ref < len(hops) and ref not in needed:
-                needed.add(ref)
-                frontier.append(ref)
-    return needed == set(range(len(hops)))
+    return leads_to_last([hop["question"] for hop in hops])
 
 
 _EARLIER = re.compile(r"\b(?:earlier|earliest|older|oldest|first|before|sooner)\b", re.I)

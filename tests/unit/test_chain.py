@@ -318,6 +318,73 @@ def test_imperative_and_nested_wordings_are_cut_into_single_facts(question, part
     assert split_facts([question]) == parts
 
 
+@pytest.mark.parametrize(
+    ("question", "parts"),
+    [
+        # Chained possessives: the first owner's relation first.
+        (
+            "Who was Ada Voss's mother's spouse?",
+            ["Who is Ada Voss's mother?", "Who was #1's spouse?"],
+        ),
+        # A title keeps its lower-case words; "the death of X" is no fact of its own.
+        (
+            "Which language did the author of The Tale of the Silver Lake write in?",
+            [
+                "What is the author of The Tale of the Silver Lake?",
+                "Which language did #1 write in?",
+            ],
+        ),
+        (
+            "Who did the spouse of Mara Voss marry after the death of Ilse Brand?",
+            ["What is the spouse of Mara Voss?", "Who did #1 marry after the death of Ilse Brand?"],
+        ),
+        # A clause that ends the question keeps its last word unless the question's own
+        # participle closes it ("Where is X headquartered?").
+        (
+            "Who married the actor who played Rook in Return to the Long Night?",
+            ["What is the actor who played Rook in Return to the Long Night?", "Who married #1?"],
+        ),
+        (
+            "When did the festival start in the city where the Orlen Museum is located?",
+            [
+                "What is the city where the Orlen Museum is located?",
+                "When did the festival start in #1?",
+            ],
+        ),
+        (
+            "Where is the firm that Ada Voss worked for as a clerk headquartered?",
+            ["What is the firm that Ada Voss worked for as a clerk?", "Where is #1 headquartered?"],
+        ),
+        # Where the clause ends is not told by a rule, or it names nothing to look up: no cut.
+        (
+            "What did the man who wrote Cold Harbour use as a model for his hero?",
+            ["What did the man who wrote Cold Harbour use as a model for his hero?"],
+        ),
+        (
+            "Do both films Ash Road and Blue Pier have directors that share a nationality?",
+            ["Do both films Ash Road and Blue Pier have directors that share a nationality?"],
+        ),
+    ],
+)
+def test_real_language_nests_are_cut_where_a_rule_can_tell(question, parts) -> None:
+    assert split_facts([question]) == parts
+
+
+def test_a_plan_whose_parts_do_not_lead_to_the_last_gives_way_to_the_rule_chain() -> None:
+    question = "Who was Ada Voss's mother's spouse?"
+    unlinked = hop_responder({question: ["Who was Ada Voss's mother?", "Who is Ada Voss's "
+                                         "spouse?"]}, {})  # fmt: skip
+    parts, _ = decompose(question, LLMClient(unlinked), split_joined=True)
+    assert parts == ["Who is Ada Voss's mother?", "Who was #1's spouse?"]
+    # Parts set side by side ("or") stay the model's.
+    compared = "Who was born first, the mother of Ada Voss or the father of Ilse Brand?"
+    side_by_side = ["Who is the mother of Ada Voss?", "Who is the father of Ilse Brand?",
+                    "When was #1 born?", "When was #2 born?"]  # fmt: skip
+    parts, _ = decompose(compared, LLMClient(hop_responder({compared: side_by_side}, {})),
+                         split_joined=True)  # fmt: skip
+    assert parts == side_by_side
+
+
 def test_a_possessive_names_the_hops_entity() -> None:
     from dynakrag.actions.chain import hop_entities
 
