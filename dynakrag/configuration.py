@@ -144,6 +144,13 @@ class Configuration(BaseModel):
         "last hop's). Either way a sub-question that depends on an unknown answer stays "
         "unknown.",
     )
+    incomplete_chain: Literal["abstain", "read"] = Field(
+        default="abstain",
+        description="What a chain (sub_question_answering='chain') that did not reach what "
+        "the question asks answers: 'abstain' gives no answer and names the hop no passage "
+        "stated; 'read' lets the reader answer from the evidence and the hops found, checked "
+        "like any answer (one no passage states still abstains with 'abstain' on).",
+    )
     dsrag_extraction: DsragExtractionName = Field(
         default="llm",
         description="How DS-RAG builds sub-questions and selection criteria: 'llm' (one "

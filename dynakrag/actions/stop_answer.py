@@ -89,16 +89,17 @@ def _chain_verdict(
     state: State, hops: list[Hop], cfg: Configuration
 ) -> tuple[str, AbstentionVerdict] | None:
     """With a chain of hops: its own answer (a bridge's last hop, a comparison computed from
-    the hops' values), cited with every hop's passage; with ``abstain``, an abstention naming
-    the hop no passage stated. None: the reader composes the answer from the resolved hops."""
+    the hops' values), cited with every hop's passage; with ``abstain`` (and
+    ``incomplete_chain="abstain"``), an abstention naming the hop no passage stated. None: the
+    reader composes the answer from the evidence and the resolved hops."""
     given = chain_answer(state["question"], hops)
     if given is not None:
         answer, how = given
         return answer, AbstentionVerdict(
             False, citations=tuple(chain_passages(hops)), grounding=how
         )
-    if not cfg.abstain:
-        return None
+    if not cfg.abstain or cfg.incomplete_chain == "read":
+        return None  # the reader answers from the evidence and the hops found
     if chain_complete(hops):
         if is_bridge_chain(hops):  # complete, but its last hop asks for something else
             asked = asked_for(state["question"])

@@ -57,9 +57,11 @@ PASSAGES = [
 ]
 
 
-def hop_responder(plans: Mapping[str, list[str]], facts: Mapping[str, str]) -> ScriptedChatModel:
+def hop_responder(
+    plans: Mapping[str, list[str]], facts: Mapping[str, str], *, reads: str = "yes"
+) -> ScriptedChatModel:
     """Plans questions as ``plans`` says; answers a hop with ``facts[hop]`` when the passages it
-    was shown hold that answer (else UNKNOWN); reads an answer from the facts for the reader."""
+    was shown hold that answer (else UNKNOWN); the reader answers ``reads``."""
 
     def respond(messages: list[BaseMessage]) -> str:
         kind = prompts.task_of(messages)
@@ -73,7 +75,7 @@ def hop_responder(plans: Mapping[str, list[str]], facts: Mapping[str, str]) -> S
             shown = passages_in(last)
             return json.dumps({"answer": answer if answer in shown else "UNKNOWN"})
         if kind == prompts.ANSWER:
-            return "yes"
+            return reads
         raise AssertionError(f"unexpected prompt {kind}")
 
     return ScriptedChatModel(respond=respond)
@@ -389,6 +391,22 @@ def test_a_possessive_names_the_hops_entity() -> None:
     from dynakrag.actions.chain import hop_entities
 
     assert hop_entities(plan_hops(["Who is Ada Voss's employer?"]), 0) == ["Ada Voss"]
+
+
+@pytest.mark.parametrize(
+    ("reads", "answer"),
+    [("Prynvale", "Prynvale"), ("Paris", "")],  # stated in a passage / stated nowhere
+)
+def test_an_incomplete_chain_may_let_the_reader_answer_checked(reads: str, answer: str) -> None:
+    question = "In which city was the founder of Selkthorn Robotics born?"
+    plan = ["Who founded Selkthorn Robotics?", "In which city was #1 born?"]
+    facts = {"Who founded Selkthorn Robotics?": "Ilsa Marr"}  # the second hop is never stated
+    model = hop_responder({question: plan}, facts, reads=reads)
+    abstained = graph_for(model).invoke({"question": question})
+    assert abstained["abstained"] and "does not state" in abstained["abstain_reason"]
+    final = graph_for(model, incomplete_chain="read").invoke({"question": question})
+    assert [hop["status"] == "resolved" for hop in final["hops"]] == [True, False]
+    assert final["answer"] == answer and final["abstained"] == (not answer)
 
 
 def test_a_chain_that_stops_short_of_what_is_asked_gives_no_answer() -> None:
