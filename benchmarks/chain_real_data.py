@@ -36,7 +36,13 @@ from typing import Any
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results"
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+
+from runstore import fmt  # noqa: E402
+
+RESULTS = _HERE / "results"
 DATASETS = ("musique", "hotpotqa", "2wiki")
 METHODS = ("naive", "before", "chain")
 LABELS = {
@@ -129,14 +135,6 @@ def collect_rows(runs_dir: Path, datasets: Sequence[str], methods: Sequence[str]
     return rows
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     header = (
         "| dataset | group | method | commit | n | EM | F1 | F1 95% CI | SR | retr. | LLM | "
@@ -153,15 +151,15 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
                     LABELS.get(row["method"], row["method"]),
                     row["git_commit"],
                     str(row["n"]),
-                    _fmt(row["em"]),
-                    _fmt(row["f1"]),
-                    f"[{_fmt(row['f1_low'])}, {_fmt(row['f1_high'])}]",
-                    _fmt(row["support_recall"]),
-                    _fmt(row["retrieval_calls"], 2),
-                    _fmt(row["llm_calls"], 2),
-                    _fmt(row["prompt_tokens"], 0),
-                    _fmt(row["seconds"], 1),
-                    _fmt(row["abstain_rate"], 2),
+                    fmt(row["em"]),
+                    fmt(row["f1"]),
+                    f"[{fmt(row['f1_low'])}, {fmt(row['f1_high'])}]",
+                    fmt(row["support_recall"]),
+                    fmt(row["retrieval_calls"], 2),
+                    fmt(row["llm_calls"], 2),
+                    fmt(row["prompt_tokens"], 0),
+                    fmt(row["seconds"], 1),
+                    fmt(row["abstain_rate"], 2),
                 ]
             )
             + " |"

@@ -46,6 +46,12 @@ from dynakrag.training.fit import fit_policy, prediction_errors, training_set
 from dynakrag.training.offline import replay_on_records
 from dynakrag.training.records import read_records
 
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+
+from runstore import fmt  # noqa: E402
+
 _REPO = Path(__file__).resolve().parent.parent
 DEFAULT_RECORDS = _REPO / "dynakrag" / "policy" / "models" / "default_policy.records.jsonl.gz"
 RESULTS = _REPO / "benchmarks" / "results"
@@ -127,14 +133,6 @@ def training_size(
     return rows
 
 
-def _cell(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
 _COLUMNS = (
     "train questions",
     "test questions",
@@ -153,17 +151,17 @@ _COLUMNS = (
 def _cells(row: Mapping[str, Any]) -> list[str]:
     errors, learned, heuristic = row["errors"], row["learned"], row["heuristic"]
     return [
-        _cell(row["train_questions"]),
-        _cell(row["test_questions"]),
-        _cell(errors["mae_overall"]),
-        _cell(errors["r2_overall"]),
-        _cell(errors["mae_continuation"]),
-        _cell(learned["support_recall"]),
-        _cell(heuristic["support_recall"]),
-        _cell(learned["f1"]),
-        _cell(heuristic["f1"]),
-        _cell(learned["on_tree"], 2),
-        _cell(learned["retrieval_calls"], 2),
+        fmt(row["train_questions"]),
+        fmt(row["test_questions"]),
+        fmt(errors["mae_overall"]),
+        fmt(errors["r2_overall"]),
+        fmt(errors["mae_continuation"]),
+        fmt(learned["support_recall"]),
+        fmt(heuristic["support_recall"]),
+        fmt(learned["f1"]),
+        fmt(heuristic["f1"]),
+        fmt(learned["on_tree"], 2),
+        fmt(learned["retrieval_calls"], 2),
     ]
 
 

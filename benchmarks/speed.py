@@ -31,7 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+
+from runstore import fmt  # noqa: E402
+
+RESULTS = _HERE / "results"
 DATASETS = ("hotpotqa", "2wiki", "musique")
 METHODS = ("naive", "dynakrag:heuristic", "dynakrag:learned", "ircot")
 _PREFIX = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
@@ -116,14 +122,6 @@ def run_method(dataset: str, spec: str, limit: int, log: Path | None) -> dict[st
     }
 
 
-def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
 def table(runs: list[dict[str, Any]]) -> str:
     """One markdown table: a row per (label, dataset, method), times as ratios to naive."""
     naive = {(r.get("label"), r["dataset"]): r["median_s"] for r in runs if r["method"] == "naive"}
@@ -137,10 +135,10 @@ def table(runs: list[dict[str, Any]]) -> str:
         ratio = r["median_s"] / base if base and r["median_s"] is not None else None
         lines.append(
             f"| {r.get('label', '')} | {r['dataset']} | {r['method']} | {r['n']} | "
-            f"{_fmt(r['median_s'], 1)} | {_fmt(ratio)} | {_fmt(r['p90_s'], 1)} | "
-            f"{_fmt(r['llm_calls'])} | {_fmt(r['server_prompt_tokens_sent'], 0)} | "
-            f"{_fmt(r['server_prompt_tokens_evaluated'], 0)} | {_fmt(r['prefix_reuse'])} | "
-            f"{_fmt(r['f1'], 3)} | {_fmt(r['support_recall'], 3)} |"
+            f"{fmt(r['median_s'], 1)} | {fmt(ratio, 2)} | {fmt(r['p90_s'], 1)} | "
+            f"{fmt(r['llm_calls'], 2)} | {fmt(r['server_prompt_tokens_sent'], 0)} | "
+            f"{fmt(r['server_prompt_tokens_evaluated'], 0)} | {fmt(r['prefix_reuse'], 2)} | "
+            f"{fmt(r['f1'], 3)} | {fmt(r['support_recall'], 3)} |"
         )
     return "\n".join(lines)
 
