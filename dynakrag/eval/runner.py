@@ -44,7 +44,6 @@ from __future__ import annotations
 import hashlib
 import random
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -61,11 +60,10 @@ from dynakrag.errors import UserInputError
 from dynakrag.eval import metrics
 from dynakrag.eval.methods import Method, MethodResult, get_method
 from dynakrag.eval.methods.base import method_configuration
-from dynakrag.eval.workers import question_key
+from dynakrag.eval.workers import question_key, questions_bar
 from dynakrag.files import write_json
 from dynakrag.llm.cache import SQLiteLLMCache
 from dynakrag.llm.factory import llm_client_from_config, llm_description
-from dynakrag.progress import progress_bar
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
 from dynakrag.routing.factory import RETRIEVERS, build_searcher, needs_embeddings
@@ -383,14 +381,7 @@ def evaluate(
         if workers is None and scheduler is None:
             done = dict(journal.done) if journal is not None else {}
             todo = pending(examples, question_key, done)
-            bar = progress_bar(
-                total=len(examples),
-                initial=len(examples) - len(todo),
-                desc=desc,
-                unit="q",
-                file=sys.stderr,
-                disable=not progress,
-            )
+            bar = questions_bar(len(examples), len(examples) - len(todo), desc, progress)
             with bar:
                 for example in todo:
                     record, build_s = answer_question(

@@ -35,7 +35,7 @@ from dynakrag.progress import progress_bar
 from dynakrag.retrieval.passage import Passage
 from dynakrag.workers import Journal, fan_out, pending, release_on_workers, worker_cached
 
-__all__ = ["EvalJob", "eval_question", "evaluate_on_workers", "question_key"]
+__all__ = ["EvalJob", "eval_question", "evaluate_on_workers", "question_key", "questions_bar"]
 
 
 @dataclass(frozen=True)
@@ -142,14 +142,7 @@ def evaluate_on_workers(
     todo = pending(examples, question_key, done)
     shared = client.scatter(list(corpus), broadcast=True) if corpus is not None else None
     counts = {"hits": 0, "misses": 0}
-    bar = progress_bar(
-        total=len(examples),
-        initial=len(examples) - len(todo),
-        desc=desc,
-        unit="q",
-        file=sys.stderr,
-        disable=not progress,
-    )
+    bar = questions_bar(len(examples), len(examples) - len(todo), desc, progress)
     with bar, contextlib.ExitStack() as cleanup:
         cleanup.callback(release_on_workers, client, job.run_id)
         for example, record in fan_out(
@@ -162,6 +155,13 @@ def evaluate_on_workers(
             done[question_key(example)] = record
             bar.update(1)
     return [done[question_key(example)] for example in examples], counts
+
+
+def questions_bar(total: int, done: int, desc: str, progress: bool) -> Any:
+    """The progress bar of a run over ``total`` questions, ``done`` of them already journalled."""
+    return progress_bar(
+        total=total, initial=done, desc=desc, unit="q", file=sys.stderr, disable=not progress
+    )
 
 
 def question_key(example: QAExample) -> str:
