@@ -189,10 +189,12 @@ def decompose(
     the question (a relation the model merged away: "birth" of "the birth city of ...") is
     replaced by the rule split of the question itself when that has several parts.
     """
-    reply, usage = llm.json(
-        prompts.decompose_messages(question), max_tokens=prompts.DECOMPOSE_MAX_TOKENS
+    reply, usage = llm.structured(
+        prompts.decompose_messages(question),
+        prompts.SubQuestionsReply,
+        max_tokens=prompts.DECOMPOSE_MAX_TOKENS,
     )
-    parts = _sub_questions(reply)
+    parts = reply.texts() if reply is not None else None
     if parts is None:
         return [question], usage
     if split_joined:
@@ -253,17 +255,6 @@ def _lost_words(question: str, parts: Sequence[str]) -> bool:
         for word in _PLAIN_WORD.findall(question)
         if word not in _COMMON_WORDS
     )
-
-
-def _sub_questions(reply: object) -> list[str] | None:
-    """The non-empty sub-questions of a decomposition reply (None: no usable list)."""
-    parts = reply.get("sub_questions") if isinstance(reply, dict) else None
-    if not isinstance(parts, list):
-        return None
-    cleaned = [
-        str(part).strip() for part in parts if isinstance(part, str | int) and str(part).strip()
-    ]
-    return cleaned or None
 
 
 # Entity classes by the common nouns that name them: a hop asking for a noun of one class is

@@ -48,6 +48,7 @@ __all__ = [
     "atomic_writer",
     "canonical_json_line",
     "json_safe",
+    "one_line",
     "read_arrays",
     "read_json",
     "read_jsonl",
@@ -246,15 +247,20 @@ def write_jsonl(
 
 
 def read_jsonl(
-    paths: PathLike | Iterable[PathLike], *, schema: str | None = None, what: str = "JSONL"
+    paths: PathLike | Iterable[PathLike],
+    *,
+    schema: str | None = None,
+    what: str = "JSONL",
+    check: Callable[[dict[str, Any]], object] | None = None,
 ) -> list[dict[str, Any]]:
     """The JSON objects of one or more JSONL files (``.gz``: gzip-compressed), in order (blank
     lines skipped).
 
-    With ``schema``, every object must carry ``"schema": schema``. Raises
+    With ``schema``, every object must carry ``"schema": schema``; with ``check`` (such as a
+    pydantic model's ``model_validate``), every object must pass it. Raises
     :class:`~dynakrag.errors.UserInputError` naming the file (and line) for an unreadable
-    file, invalid JSON or a line that is not such an object; ``what`` names the files in the
-    "cannot read" message.
+    file, invalid JSON or a line that is not such an object (with what ``check`` found wrong);
+    ``what`` names the files in the "cannot read" message.
     """
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
@@ -282,8 +288,25 @@ def read_jsonl(
                 raise UserInputError(f"{source} line {number}: not a {schema} record")
             if not isinstance(record, dict):
                 raise UserInputError(f"{source} line {number}: not a JSON object")
+            if check is not None:
+                try:
+                    check(record)
+                except ValueError as exc:  # pydantic's ValidationError is one
+                    raise UserInputError(f"{source} line {number}: {one_line(exc)}") from None
             records.append(record)
     return records
+
+
+def one_line(error: ValueError) -> str:
+    """A validation error in one line: each failing field and what is wrong with it (a pydantic
+    ``ValidationError``), else the error's text."""
+    details = getattr(error, "errors", None)
+    if not callable(details):
+        return str(error)
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg'].removeprefix('Value error, ')}"
+        for e in details()
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -100,6 +100,78 @@ class Hop(TypedDict):
     """Why the hop stood, or why it is still open or failed, one line."""
 
 
+class Contribution(TypedDict):
+    """One feature's (or one-hot family's) part of an action's value."""
+
+    feature: str
+    value: float | str
+    """The feature's value; for a one-hot family (``name*``), the member that is on."""
+    contribution: float
+
+
+class ValueBreakdown(TypedDict):
+    """How a learned policy's score of one action is made: bias + contributions = value;
+    score = value - guard penalty - λ·cost."""
+
+    value: float
+    bias: float
+    contributions: list[Contribution]
+    """The largest ones; ``rest`` is the sum of the others."""
+    rest: float
+    guard_penalty: float
+    cost: float
+    score: float
+
+
+class ContinuationCheck(TypedDict):
+    estimate: float
+    margin: float
+    guard: bool
+
+
+class Explanation(TypedDict, total=False):
+    """Why the controller chose an action (:mod:`dynakrag.policy.explain`); plain JSON, so it
+    is checkpointed like the rest of the state."""
+
+    policy: str
+    chosen: str
+    runner_up: str | None
+    scores: dict[str, float]
+    """The scores of the choice and the runner-up."""
+    blocked: dict[str, str]
+    """Action -> the validity rule that blocked it."""
+    cost_lambda: float
+    lambda_source: str
+    tokens: dict[str, float]
+    """The choice's token estimate (``TokenEstimate.to_json``)."""
+    budget: dict[str, Any]
+    """The token budget when one is set (``BudgetStatus.to_json``)."""
+    feature_version: int
+    values: dict[str, ValueBreakdown]
+    """Learned policies only: the choice's and the runner-up's value breakdown."""
+    continuation: ContinuationCheck
+    fixed_edge: str
+    """Instead of all the above: the action follows the last one by a fixed edge."""
+
+
+class TraceEntry(TypedDict, total=False):
+    """One action of a run, as :func:`dynakrag.actions.common.action_update` records it; each
+    action adds its own details (a search's ``results``, a check's ``sufficient``...)."""
+
+    step: int
+    action: str
+    valid_actions: list[str]
+    scores: dict[str, float]
+    explanation: Explanation
+    query: str
+    added: list[str]
+    """Ids of the documents the action added."""
+    retrieval_calls: int
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class InputState(TypedDict):
     """What a caller provides."""
 
@@ -140,12 +212,12 @@ class State(InputState, total=False):
     invalid_reasons: dict[str, str]
     policy_scores: dict[str, float]
     next_action: str
-    explanation: dict[str, Any]
+    explanation: Explanation
     """Why the controller chose ``next_action`` (:mod:`dynakrag.policy.explain`); copied into
     the action's trace entry."""
 
     # History and accounting (merged by reducers).
-    trace: Annotated[list[dict[str, Any]], operator.add]
+    trace: Annotated[list[TraceEntry], operator.add]
     steps: Annotated[int, operator.add]
     retrieval_calls: Annotated[int, operator.add]
     llm_calls: Annotated[int, operator.add]

@@ -321,13 +321,13 @@ def _named_already(answer: str, hop_question: str, question: str) -> bool:
 def _ask(
     llm: LLMClient, text: str, passages: Sequence[Document], facts: Sequence[str]
 ) -> tuple[str | None, Usage]:
-    reply, usage = llm.json(
-        prompts.hop_messages(text, passages, facts), max_tokens=prompts.HOP_MAX_TOKENS
+    reply, usage = llm.structured(
+        prompts.hop_messages(text, passages, facts),
+        prompts.AnswerReply,
+        max_tokens=prompts.HOP_MAX_TOKENS,
     )
-    value = reply.get("answer") if isinstance(reply, dict) else None
-    if isinstance(value, list):
-        value = value[0] if value else None
-    answer = "" if value is None else str(value).strip()
+    value = reply.answer if reply is not None else None
+    answer = "" if value is None else value.strip()
     if (
         not answer
         or answer.upper().startswith(prompts.UNKNOWN)

@@ -8,7 +8,7 @@ from typing import Any
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.retrieval.base import Searcher
-from dynakrag.state import Document, State
+from dynakrag.state import Document, State, TraceEntry
 
 
 @dataclass
@@ -32,7 +32,7 @@ def action_update(
 ) -> dict[str, Any]:
     """The partial state update of one action: its changes plus trace and accounting."""
     added = added or []
-    entry: dict[str, Any] = {
+    entry: TraceEntry = {
         "step": len(state.get("trace", [])) + 1,
         "action": action,
         "valid_actions": list(state.get("valid_actions", [])),
@@ -45,7 +45,7 @@ def action_update(
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
     }
-    entry.update(details or {})
+    entry.update(details or {})  # type: ignore[typeddict-item]  # each action's own keys
     update: dict[str, Any] = {
         "trace": [entry],
         "steps": 1 if counts_as_step else 0,

@@ -563,11 +563,12 @@ def check_answer(
     partly = _partly_stated(answer, evidence)
     if partly and llm is not None:
         cited = [doc for doc in evidence if str(doc.get("id", "")) in set(partly)]
-        reply, usage = llm.json(
+        reply, usage = llm.structured(
             prompts.verify_messages(question, answer, cited),
+            prompts.SupportedReply,
             max_tokens=prompts.VERIFY_MAX_TOKENS,
         )
-        if prompts.verified(reply):
+        if reply is not None and reply.supported:
             return AbstentionVerdict(
                 False, citations=_merge(partly, chain), grounding="verified", usage=usage
             )

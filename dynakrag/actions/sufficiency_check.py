@@ -175,7 +175,11 @@ def _check_chain(state: State, resources: Resources, cfg: Configuration) -> dict
 
 
 def _sub_answer(
-    item: Any, text: str, answers: list[str | None], evidence: list[Document], rejected: list[str]
+    item: str | None,
+    text: str,
+    answers: list[str | None],
+    evidence: list[Document],
+    rejected: list[str],
 ) -> str | None:
     """The model's answer ``item`` to sub-question ``text`` if it stands, else None (UNKNOWN).
 
@@ -185,7 +189,7 @@ def _sub_answer(
     model names there is a guess), or a value no passage states with the sub-question's subject
     (recorded in ``rejected``).
     """
-    value = "" if item is None else str(item).strip()
+    value = "" if item is None else item.strip()
     resolved = resolve_references(text, answers)
     if (
         not value
@@ -205,19 +209,18 @@ def _answer_jointly(
     question: str, texts: list[str], evidence: list[Document], llm: LLMClient
 ) -> tuple[list[str | None], list[str], bool, Usage]:
     """One call answers every sub-question (a JSON list, in order)."""
-    reply, usage = llm.json(
+    reply, usage = llm.structured(
         prompts.sufficiency_messages(question, texts, evidence),
+        prompts.AnswersReply,
         max_tokens=prompts.sufficiency_max_tokens(len(texts)),
     )
-    raw = reply.get("answers") if reply else None
     # Documented fallback: an unusable reply counts as UNKNOWN for every part.
-    raw_answers = raw if isinstance(raw, list) else []
     answers: list[str | None] = []
     rejected: list[str] = []
     for index, text in enumerate(texts):
-        item = raw_answers[index] if index < len(raw_answers) else None
+        item = reply.answer(index) if reply is not None else None
         answers.append(_sub_answer(item, text, answers, evidence, rejected))
-    return answers, rejected, raw is not None, usage
+    return answers, rejected, reply is not None, usage
 
 
 def _answer_in_order(
@@ -238,13 +241,13 @@ def _answer_in_order(
         if REFERENCE.search(resolved):
             answers.append(None)
             continue
-        reply, call_usage = llm.json(
+        reply, call_usage = llm.structured(
             prompts.sufficiency_messages(None, [resolved], evidence),
+            prompts.AnswersReply,
             max_tokens=prompts.sufficiency_max_tokens(1),
         )
         usage += call_usage
-        raw = reply.get("answers") if reply else None
-        parsed = parsed and raw is not None
-        item = raw[0] if isinstance(raw, list) and raw else None
+        parsed = parsed and reply is not None
+        item = reply.answer(0) if reply is not None else None
         answers.append(_sub_answer(item, text, answers, evidence, rejected))
     return answers, rejected, parsed, usage

@@ -28,7 +28,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from dynakrag import prompts
 from dynakrag.decomposition import PART_EDGES, segment_question
@@ -278,16 +278,6 @@ def rule_decompose(question: str) -> Decomposition:
 # ------------------------------------------------------------------------------ LLM path
 
 
-def _sub_questions(reply: dict[str, Any] | None) -> list[str] | None:
-    """The reply's sub-questions, or None when it is not ``{"sub_questions": [...]}``."""
-    items = reply.get("sub_questions") if isinstance(reply, dict) else None
-    if not isinstance(items, list):
-        return None
-    cleaned = [str(item).strip() for item in items if isinstance(item, str | int | float)]
-    cleaned = [item for item in cleaned if item]
-    return cleaned or None
-
-
 class EPQD:
     """Entity-preserving decomposition over an :class:`LLMClient` (None: rule path only)."""
 
@@ -324,11 +314,11 @@ class EPQD:
     def _ask(self, messages: list[tuple[str, str]]) -> tuple[list[str] | None, Usage, str | None]:
         assert self.llm is not None
         try:
-            reply, usage = self.llm.json(messages)
+            reply, usage = self.llm.structured(messages, prompts.SubQuestionsReply)
         except Exception as exc:  # any backend fault, even one LLMClient re-raises
             logger.warning("EPQD request failed: %s", exc)
             return None, NO_USAGE, f"request failed: {type(exc).__name__}: {exc}"
-        return _sub_questions(reply), usage, None
+        return (reply.texts() if reply is not None else None), usage, None
 
     @staticmethod
     def _fallback(text: str, parts: list[str], usage: Usage, why: str) -> Decomposition:
@@ -343,11 +333,13 @@ def baseline_decompose(llm: LLMClient, question: str) -> Decomposition:
     if not text:
         return Decomposition(text, (), (), "fallback", note="empty question")
     try:
-        reply, usage = llm.json(prompts.multi_query_decompose_messages(text))
+        reply, usage = llm.structured(
+            prompts.multi_query_decompose_messages(text), prompts.SubQuestionsReply
+        )
     except Exception as exc:
         logger.warning("baseline decomposition failed: %s", exc)
         return Decomposition(text, (text,), (text,), "fallback", note=f"request failed: {exc}")
-    subs = _sub_questions(reply)
+    subs = reply.texts() if reply is not None else None
     if subs is None:
         return Decomposition(text, (text,), (text,), "fallback", usage, "reply is not JSON")
     return Decomposition(text, (text,), tuple(subs), "llm", usage)

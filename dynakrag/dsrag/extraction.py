@@ -243,8 +243,8 @@ def _criteria_of_targets(
 # ------------------------------------------------------------------------------ model path
 
 
-def _clean(value: Any) -> str:
-    return " ".join(str(value).split()).strip(' "“”,;:') if isinstance(value, str) else ""
+def _clean(value: str) -> str:
+    return " ".join(value.split()).strip(' "“”,;:')
 
 
 def _mentioned(name: str, source: str) -> bool:
@@ -253,32 +253,26 @@ def _mentioned(name: str, source: str) -> bool:
     return bool(key) and key in " ".join(source.split()).casefold()
 
 
-def _targets_of_reply(reply: dict[str, Any] | None, source: str) -> tuple[list[Target], list[str]]:
+def _targets_of_reply(reply: prompts.AnalysisReply, source: str) -> tuple[list[Target], list[str]]:
     """The reply's valid targets and a note for everything dropped (see the module doc)."""
-    items = reply.get("sub_questions") if isinstance(reply, dict) else None
-    if not isinstance(items, list):
-        return [], ['the reply is not {"sub_questions": [...]}']
     notes: list[str] = []
     parsed: list[tuple[str, str, str, tuple[str, ...]]] = []
-    for number, item in enumerate(items, start=1):
-        if not isinstance(item, dict):
+    for number, item in enumerate(reply.sub_questions, start=1):
+        if item is None:
             notes.append(f"item {number} is not an object: dropped")
             continue
-        entity = _clean(item.get("entity"))
+        entity = _clean(item.entity)
         if not _mentioned(entity, source):
             notes.append(f"item {number}: entity {entity!r} is not in the question: dropped")
             continue
-        raw_details = item.get("details") if isinstance(item.get("details"), list) else []
         details = []
-        for detail in map(_clean, raw_details[: prompts.ANALYSIS_MAX_DETAILS]):
+        for detail in map(_clean, item.details[: prompts.ANALYSIS_MAX_DETAILS]):
             same = normalize_entity(detail) == normalize_entity(entity)
             if detail and not same and _mentioned(detail, source):
                 details.append(detail)
             elif detail and not same:
                 notes.append(f"item {number}: detail {detail!r} is not in the question: dropped")
-        parsed.append(
-            (entity, _clean(item.get("asks")), _clean(item.get("question")), tuple(details))
-        )
+        parsed.append((entity, _clean(item.asks), _clean(item.question), tuple(details)))
     asked = Counter(asks for _, asks, _, _ in parsed if asks)
     common = asked.most_common(1)[0][0] if asked else ""
     targets = []
@@ -310,10 +304,10 @@ def model_analysis(
     if not text:
         return rule_analysis(text, given, hops=hops, notes=["empty question"])
     try:
-        reply, usage = llm.json(
+        reply, usage = llm.structured(
             prompts.analysis_messages(text, given),
+            prompts.AnalysisReply,
             max_tokens=prompts.ANALYSIS_MAX_TOKENS,
-            schema=prompts.ANALYSIS_SCHEMA,
         )
     except Exception as exc:  # any backend fault, even one LLMClient re-raises
         logger.warning("DS-RAG question analysis failed: %s", exc)

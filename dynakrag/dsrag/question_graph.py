@@ -361,13 +361,15 @@ class LLMGraphExtractor:
     def extract(self, sub_question: str, number: int) -> Extraction:
         text = str(sub_question or "")
         try:
-            reply, usage = self.llm.json(prompts.dsrag_entity_messages(text))
+            reply, usage = self.llm.structured(
+                prompts.dsrag_entity_messages(text), prompts.EntitiesReply
+            )
         except Exception as exc:  # any backend fault, even one LLMClient re-raises
             return self._fallback(text, number, NO_USAGE, f"entity request failed: {exc}")
-        entities = reply.get("entities") if reply else None
-        if not isinstance(entities, list):
+        if reply is None:
             return self._fallback(text, number, usage, "entity reply is not the asked JSON")
-        spans = _locate(text, [str(e) for e in entities if isinstance(e, str | int)])
+        entities = reply.entities
+        spans = _locate(text, [e for e in entities if e is not None])
         if not spans:
             return self._fallback(text, number, usage, "no entity of the reply is in the text")
         edges, pair_usage, note = self._pair(text, number, spans)
@@ -388,23 +390,24 @@ class LLMGraphExtractor:
             return _chain_edges(number, spans, text), NO_USAGE, None
         names = [span.text for span in spans]
         try:
-            reply, usage = self.llm.json(prompts.dsrag_relation_messages(text, names, relations))
+            reply, usage = self.llm.structured(
+                prompts.dsrag_relation_messages(text, names, relations), prompts.TriplesReply
+            )
         except Exception as exc:
             return _link_unpaired([], number, spans), NO_USAGE, f"pair request failed: {exc}"
-        triples = reply.get("triples") if reply else None
-        if not isinstance(triples, list):
+        if reply is None:
             note = "pair reply is not the asked JSON; entities linked in order"
             return _link_unpaired([], number, spans), usage, note
         index = {normalize_entity(span.text): i for i, span in reversed(list(enumerate(spans)))}
         pairs: list[tuple[int, int, str | None]] = []
-        for triple in triples:
-            if not isinstance(triple, dict):
+        for triple in reply.triples:
+            if triple is None:
                 continue
-            source = index.get(normalize_entity(str(triple.get("source", ""))))
-            target = index.get(normalize_entity(str(triple.get("target", ""))))
+            source = index.get(normalize_entity(triple.source))
+            target = index.get(normalize_entity(triple.target))
             if source is None or target is None or source == target:
                 continue
-            relation = str(triple.get("relation", "")).strip()
+            relation = triple.relation.strip()
             # Relation types come from the question only; an invented one is not kept.
             kept = relation if relation in relations else None
             # Direction by order of appearance: earlier entity -> later entity.

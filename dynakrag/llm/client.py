@@ -1,5 +1,8 @@
 """One small interface over any LangChain chat model: text or JSON replies, retries, accounting.
 
+A JSON reply is read into its pydantic model (:meth:`LLMClient.structured` with a model of
+:mod:`dynakrag.prompts.replies`), so callers read fields, never keys of a dict.
+
 Every call returns its usage so nodes can account tokens and calls. A reply that cannot be
 used (the request kept failing, or the JSON could not be parsed) is returned as ``None`` and
 each action documents its fallback for that case.
@@ -21,10 +24,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
+from pydantic import ValidationError
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -34,10 +38,12 @@ from tenacity import (
 )
 
 from dynakrag.errors import ModelUnavailableError
+from dynakrag.prompts.replies import Reply
 
 logger = logging.getLogger(__name__)
 
 Messages = Sequence[tuple[str, str]]
+R = TypeVar("R", bound=Reply)
 
 
 @dataclass(frozen=True)
@@ -162,6 +168,24 @@ class LLMClient:
                 return parsed, usage
             logger.warning("LLM reply is not the asked JSON: %.200r", text)
         return None, usage
+
+    def structured(
+        self, messages: Messages, reply: type[R], *, max_tokens: int | None = None
+    ) -> tuple[R | None, Usage]:
+        """The reply validated into ``reply`` (one of :mod:`dynakrag.prompts.replies`), or None
+        when no reply was JSON of its shape: a reply of the wrong shape takes the caller's
+        fallback for an unparseable one. ``reply``'s schema is sent when it is
+        ``constrained`` (:meth:`json`)."""
+        schema = reply.reply_schema() if reply.constrained else None
+        raw, usage = self.json(messages, max_tokens=max_tokens, schema=schema)
+        if raw is None:
+            return None, usage
+        try:
+            return reply.model_validate(raw), usage
+        except ValidationError as exc:
+            logger.warning("LLM reply is not a %s: %.200r", reply.__name__, raw)
+            logger.debug("%s", exc)
+            return None, usage
 
     def reply(
         self, messages: Messages, *, max_tokens: int | None = None, logprobs: bool = False

@@ -34,7 +34,14 @@ from dynakrag.policy.base import Policy, action_cost
 from dynakrag.policy.features import feature_schema, featurize_many
 from dynakrag.policy.learned import LearnedPolicy
 from dynakrag.policy.token_budget import BUDGET_RULE, BudgetStatus, estimate
-from dynakrag.state import ACTIONS, TERMINAL_ACTIONS, State
+from dynakrag.state import (
+    ACTIONS,
+    TERMINAL_ACTIONS,
+    Contribution,
+    Explanation,
+    State,
+    ValueBreakdown,
+)
 
 __all__ = [
     "TOP_CONTRIBUTIONS",
@@ -87,7 +94,7 @@ def value_breakdown(
     cfg: Configuration,
     *,
     top: int = TOP_CONTRIBUTIONS,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, ValueBreakdown]:
     """For each of ``actions``: bias + feature contributions = v̂(s, a), then guard and cost.
 
     ``valid`` is the action set the policy ranked (the guard depends on it).
@@ -96,7 +103,7 @@ def value_breakdown(
     rows = featurize_many(state, actions, cfg, version=policy.feature_version)
     bias, contributions = policy.value_model.path_contributions(rows)
     guard = policy.guard_active(state, valid, cfg)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ValueBreakdown] = {}
     for index, action in enumerate(actions):
         terms = _terms(schema.names, rows[index], contributions[index])
         kept = sorted(terms, key=lambda t: -abs(t["contribution"]))[:top]
@@ -118,10 +125,10 @@ def value_breakdown(
 
 def _terms(
     names: Sequence[str], values: np.ndarray, contributions: np.ndarray
-) -> list[dict[str, Any]]:
+) -> list[Contribution]:
     """One term per feature, the :data:`ONE_HOT_GROUPS` families merged into one each."""
-    terms: list[dict[str, Any]] = []
-    groups: dict[str, dict[str, Any]] = {}
+    terms: list[Contribution] = []
+    groups: dict[str, Contribution] = {}
     for name, value, contribution in zip(names, values, contributions, strict=True):
         prefix = next((p for p in ONE_HOT_GROUPS if name.startswith(p)), None)
         if prefix is None:
@@ -150,11 +157,11 @@ def explain_decision(
     *,
     lambda_source: str = "configured cost_lambda",
     budget: BudgetStatus | None = None,
-) -> dict[str, Any]:
+) -> Explanation:
     """The explanation of choosing ``choice`` among ``valid`` (see the module doc)."""
     second = runner_up(scores, choice)
     shown = [a for a in (choice, second) if a is not None]
-    explanation: dict[str, Any] = {
+    explanation: Explanation = {
         "policy": policy.name,
         "chosen": choice,
         "runner_up": second,
@@ -201,7 +208,7 @@ def _signed(value: float) -> str:
     return f"{value:+.2f}"
 
 
-def describe(explanation: Mapping[str, Any], *, with_lambda: bool = True) -> list[str]:
+def describe(explanation: Explanation, *, with_lambda: bool = True) -> list[str]:
     """A few readable lines: the choice and what drove it (features named by their schema
     meanings), the guard, the blocking rules, the budget and (``with_lambda``) where λ came
     from, which stays the same for a whole run."""

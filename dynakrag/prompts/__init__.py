@@ -11,6 +11,9 @@
     IRCoT, the reasoning answer setting and the multi-query decomposition baseline.
 :mod:`~dynakrag.prompts.dsrag`
     DS-RAG: EPQD, the question graph's entities and relations, the one-call question analysis.
+:mod:`~dynakrag.prompts.replies`
+    What each JSON prompt's reply is: the pydantic models replies are validated into, and the
+    schema sent with the question analysis (:data:`ANALYSIS_SCHEMA`), made from its model.
 
 Every name is re-exported here: callers write ``from dynakrag import prompts; prompts.X``.
 Replies are cached by prompt text, so a prompt's text changes only on purpose.
@@ -30,7 +33,6 @@ from dynakrag.prompts.dsrag import (
     ANALYSIS_MAX_DETAILS,
     ANALYSIS_MAX_ITEMS,
     ANALYSIS_MAX_TOKENS,
-    ANALYSIS_SCHEMA,
     ANALYSIS_SYSTEM,
     DSRAG_ENTITY_EXAMPLES,
     DSRAG_ENTITY_SYSTEM,
@@ -79,12 +81,24 @@ from dynakrag.prompts.graph import (
     sufficiency_max_tokens,
     sufficiency_messages,
     task_of,
-    verified,
     verify_messages,
 )
 from dynakrag.prompts.passages import (
     DATA_NOTICE,
     format_passages,
+)
+from dynakrag.prompts.replies import (
+    ANALYSIS_SCHEMA,
+    AnalysisItem,
+    AnalysisReply,
+    AnswerReply,
+    AnswersReply,
+    EntitiesReply,
+    Reply,
+    SubQuestionsReply,
+    SupportedReply,
+    Triple,
+    TriplesReply,
 )
 
 __all__ = [
@@ -132,6 +146,16 @@ __all__ = [
     "VERIFY_MAX_TOKENS",
     "VERIFY_REQUEST_END",
     "VERIFY_TASK",
+    "AnalysisItem",
+    "AnalysisReply",
+    "AnswerReply",
+    "AnswersReply",
+    "EntitiesReply",
+    "Reply",
+    "SubQuestionsReply",
+    "SupportedReply",
+    "Triple",
+    "TriplesReply",
     "analysis_messages",
     "answer_messages",
     "decompose_messages",
@@ -148,6 +172,5 @@ __all__ = [
     "sufficiency_max_tokens",
     "sufficiency_messages",
     "task_of",
-    "verified",
     "verify_messages",
 ]

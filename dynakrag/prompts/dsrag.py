@@ -194,35 +194,7 @@ ANALYSIS_MAX_TOKENS = 320
 
 ANALYSIS_MAX_ITEMS = 12
 ANALYSIS_MAX_DETAILS = 6
-
-ANALYSIS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "sub_questions": {
-            "type": "array",
-            "minItems": 1,
-            "maxItems": ANALYSIS_MAX_ITEMS,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "entity": {"type": "string"},
-                    "asks": {"type": "string"},
-                    "details": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "maxItems": ANALYSIS_MAX_DETAILS,
-                    },
-                    "question": {"type": "string"},
-                },
-                "required": ["entity", "asks", "details", "question"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["sub_questions"],
-    "additionalProperties": False,
-}
-"""The reply's JSON schema (sent as ``response_format``; llama.cpp decodes under it)."""
+"""Bounds of the reply's lists in its schema (:class:`dynakrag.prompts.replies.AnalysisReply`)."""
 
 
 def _analysis_item(entity: str, asks: str, question: str, *details: str) -> dict[str, Any]:

@@ -243,12 +243,6 @@ def verify_messages(
     ]
 
 
-def verified(reply: dict[str, Any] | None) -> bool:
-    """Whether a reply to :func:`verify_messages` confirms the answer (anything but a JSON
-    ``true`` under ``supported`` does not)."""
-    return isinstance(reply, dict) and reply.get("supported") is True
-
-
 DECOMPOSE, SUFFICIENCY, REWRITE, ANSWER = "decompose", "sufficiency", "rewrite", "answer"
 VERIFY = "verify"
 HOP = "hop"

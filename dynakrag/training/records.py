@@ -39,6 +39,9 @@ Record schema (one JSON object a line, ``RECORD_SCHEMA``)::
 Records written before ``state`` existed carry only ``features`` (schema 1) and train only a
 schema-1 policy.
 
+Every reader checks each record against :class:`TransitionRecord` (the fields above, their
+types, a known action, finite labels) and names the file and line of the first bad one.
+
 A records file is JSON Lines (``.gz``: gzip-compressed), written question by question by
 ``dynakrag collect``. Resuming: :func:`resume_collection` prepares the ``--out`` file of an
 interrupted collection (drops a question a kill cut short); :func:`carry_over` takes the
@@ -57,21 +60,83 @@ import os
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dynakrag.errors import UserInputError
-from dynakrag.files import atomic_writer, read_jsonl
+from dynakrag.files import atomic_writer, one_line, read_jsonl
+from dynakrag.state import ACTIONS
 
 __all__ = [
     "RECORD_SCHEMA",
     "CarriedOver",
+    "TransitionRecord",
     "carry_over",
+    "check_record",
+    "checked_records",
     "finished_questions",
     "read_records",
     "resume_collection",
 ]
 
 RECORD_SCHEMA = "dynakrag-transition/1"
+
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+"""A finite JSON number (an integer too; never ``true``/``false``)."""
+
+
+class TransitionRecord(BaseModel):
+    """One transition record (the module doc's fields), as read: what every reader checks.
+
+    Fields left out by older collections are optional; fields it does not know are kept
+    (``extra="allow"``), and the record itself is passed on as the dict it was written as
+    (resuming copies its line byte for byte).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_: Literal["dynakrag-transition/1"] = Field(alias="schema")
+    source: str | None = None
+    example_id: str = ""
+    dataset: str = ""
+    split: str | None = None
+    step: int | None = None
+    history: list[str] = []
+    feature_version: int | None = None
+    features: list[float] | None = None
+    state: dict[str, Any] | None = None
+    budgets: dict[str, int] | None = None
+    valid: list[str] = []
+    action: str
+    label: Number
+    label_version: int | None = None
+    continuation: Number
+    question_records: int | None = None
+    collection: dict[str, Any] | None = None
+
+    @field_validator("action")
+    @classmethod
+    def _known_action(cls, action: str) -> str:
+        if action not in ACTIONS:
+            raise ValueError(f"unknown action {action!r}")
+        return action
+
+
+def check_record(record: Mapping[str, Any]) -> TransitionRecord:
+    """``record`` read as a :class:`TransitionRecord`; ValueError saying what is wrong."""
+    return TransitionRecord.model_validate(record)
+
+
+def checked_records(records: Sequence[Mapping[str, Any]], where: str) -> None:
+    """Check records read from elsewhere than a file (a log's table): UserInputError naming
+    ``where`` and the record's number (from 1) for the first bad one."""
+    for number, record in enumerate(records, start=1):
+        try:
+            check_record(record)
+        except ValidationError as exc:
+            raise UserInputError(f"{where}: stored record {number}: {one_line(exc)}") from None
+
 
 Question = tuple[str, str]
 """``(dataset, example_id)``."""
@@ -84,7 +149,7 @@ def _question(record: Mapping[str, Any]) -> Question:
 def read_records(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[dict]:
     """The transition records of one or more JSONL files (written with
     :func:`dynakrag.files.write_jsonl`); UserInputError naming file and line if one is bad."""
-    return read_jsonl(paths, schema=RECORD_SCHEMA, what="trajectories")
+    return read_jsonl(paths, schema=RECORD_SCHEMA, what="trajectories", check=check_record)
 
 
 def resume_collection(
@@ -229,4 +294,8 @@ def _parsed_records(source: Path, lines: list[str]) -> Iterator[tuple[int, str, 
             raise UserInputError(f"{source} line {number}: invalid JSON") from None
         if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
             raise UserInputError(f"{source} line {number}: not a {RECORD_SCHEMA} record")
+        try:
+            check_record(record)
+        except ValidationError as exc:
+            raise UserInputError(f"{source} line {number}: {one_line(exc)}") from None
         yield number, line, record

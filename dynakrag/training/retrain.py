@@ -30,7 +30,7 @@ from dynakrag.policy.base import Policy
 from dynakrag.policy.registry import DEFAULT_POLICY_FILE
 from dynakrag.training.gold import GoldBook
 from dynakrag.training.logged_runs import records_from_transitions, split_runs
-from dynakrag.training.records import read_records
+from dynakrag.training.records import checked_records, read_records
 from dynakrag.training.trajectories import (
     LogTarget,
     Transition,
@@ -97,6 +97,7 @@ def label_log(
     if not log_exists(target):
         raise UserInputError(f"no trajectory log at {describe_log(target)}")
     stored = read_log_records(target)
+    checked_records(stored, describe_log(target))
     transitions = read_transitions(target)
     labels = LogLabels(records=list(stored), stored=len(stored), runs=0, transitions=transitions)
     for run in split_runs(transitions):

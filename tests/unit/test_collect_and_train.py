@@ -32,7 +32,7 @@ from dynakrag.training import open_trajectory_log, read_transitions
 from dynakrag.training.collect import collect, demo_examples
 from dynakrag.training.fit import fit_policy
 from dynakrag.training.logged_runs import records_from_transitions
-from dynakrag.training.records import RECORD_SCHEMA, read_records
+from dynakrag.training.records import RECORD_SCHEMA, read_records, resume_collection
 from tests.fakes import KeywordSearcher, demo_chat_model
 
 CFG = Configuration()
@@ -310,6 +310,30 @@ def test_jsonl_round_trip(tmp_path: Path, records: list[dict[str, Any]]) -> None
         read_records(deep)
     with pytest.raises(UserInputError, match="cannot read"):
         read_records(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"action": "guess"}, "action: unknown action 'guess'"),
+        ({"label": "0.5"}, "label: Input should be a valid number"),
+        ({"continuation": True}, "continuation: Input should be a valid number"),
+        ({"history": "retrieve"}, "history: Input should be a valid list"),
+    ],
+)
+def test_a_bad_record_names_its_file_line_and_field(
+    tmp_path: Path, records: list[dict[str, Any]], change: dict[str, Any], reason: str
+) -> None:
+    path = tmp_path / "t.jsonl"
+    settings = {"seed": 1}
+    first, second = ({**record, "collection": settings} for record in records[:2])
+    write_jsonl([first, {**second, **change}], path)
+    with pytest.raises(UserInputError) as error:
+        read_records(path)
+    assert str(error.value) == f"{path} line 2: {reason}"
+    # Resuming reads the file the same way.
+    with pytest.raises(UserInputError, match=f"line 2: {reason}"):
+        resume_collection(path, settings)
 
 
 # --------------------------------------------------------------------------------------------

@@ -205,14 +205,15 @@ class DecomposeMethod(Method):
             actions.append("retry" if previous is not None else "retrieve")
         # Documented fallback: with no retrieval budget left, answer from the evidence so far.
         reading = (passages or job.context)[: cfg.max_final_docs]
-        reply, usage = run.llm.json(
+        reply, usage = run.llm.structured(
             prompts.sufficiency_messages(run.question, [job.sub_question], reading),
+            prompts.AnswersReply,
             max_tokens=prompts.sufficiency_max_tokens(1),
         )
         run.tally.add(usage, retrievals)
         actions += ["answer_sub", "validate"]
-        raw = reply.get("answers") if reply else None
-        value = str(raw[0]).strip() if isinstance(raw, list) and raw and raw[0] is not None else ""
+        first = reply.answer(0) if reply is not None else None
+        value = "" if first is None else first.strip()
         unknown = not value or value.upper().startswith(prompts.UNKNOWN) or "#" in value
         verified = not unknown and is_grounded(value, job.sub_question, reading)
         answer = None if unknown else value[:200]
