@@ -186,8 +186,10 @@ def decompose(
 
     With ``split_joined`` the plan is checked: a sub-question that joins two facts
     (:func:`joins_facts`) is cut in two (:func:`split_facts`), and a plan that lost words of
-    the question (a relation the model merged away: "birth" of "the birth city of ...") is
-    replaced by the rule split of the question itself when that has several parts.
+    the question (a relation the model merged away: "birth" of "the birth city of ...") or
+    whose parts do not lead to its last one (:func:`leads_to_last`) is replaced by the rule
+    split of the question itself, when that has several parts and the question sets nothing
+    side by side.
     """
     reply, usage = llm.structured(
         prompts.decompose_messages(question),
