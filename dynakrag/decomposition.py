@@ -177,6 +177,9 @@ def segment_question(question: str) -> list[str]:
 MAX_SUB_QUESTIONS = 5
 REFERENCE = re.compile(r"#(\d+)")
 """``#k`` in a sub-question stands for the answer of sub-question k (1-based)."""
+_NAME = r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|in|on|for|to|de|a|an)\s+)*[A-Z0-9][\w'’-]*)*"
+"""A proper name: capitalised words, with the lower-case words titles keep inside them ("A
+Treatise Concerning the Principles of Human Knowledge", "Gone With the Wind")."""
 
 
 def decompose(
@@ -199,6 +202,8 @@ def decompose(
     parts = reply.texts() if reply is not None else None
     if parts is None:
         return [question], usage
+    if split_joined and len(parts) < 2 and (dated := compared_dates(question)):
+        return dated, usage  # the model kept "who is older, A or B?" as one question
     if split_joined:
         parts = split_facts(parts)
         by_rule = split_facts([question])
@@ -209,6 +214,43 @@ def decompose(
         ):
             parts = by_rule
     return (parts[:MAX_SUB_QUESTIONS] or [question]), usage
+
+
+EARLIER = re.compile(r"\b(?:earlier|earliest|older|oldest|elder|first|before|sooner)\b", re.I)
+"""Words that ask for the earlier of two dates ("who is older", "which came first")."""
+LATER = re.compile(
+    r"\b(?:later|latest|younger|youngest|last|after|more recent(?:ly)?|newer)\b", re.I
+)
+"""Words that ask for the later of two dates."""
+_BETWEEN = re.compile(rf"\b[Bb]etween\s+(?:the\s+)?({_NAME})\s+and\s+(?:the\s+)?({_NAME})")
+_EITHER = re.compile(rf",\s*(?:the\s+)?({_NAME}),?\s+or\s+(?:the\s+)?({_NAME})\s*[?.!]*\s*$")
+_DATE_VERB = re.compile(
+    r"\b(born|founded|established|formed|released|published|built|opened|created|launched|"
+    r"died|started)\b",
+    re.IGNORECASE,
+)
+_AGE = re.compile(r"\b(?:older|oldest|younger|youngest|elder)\b", re.IGNORECASE)
+
+
+def compared_dates(question: str) -> list[str] | None:
+    """One date question per named thing, for a question that sets two names side by side
+    by when something happened to them ("Between A and B, who is older?", "Which was founded
+    first, A or B?"): the verb is the question's own, "born" for a person's age ("who ...
+    older"); None when the question is no such comparison."""
+    pair = _BETWEEN.search(question) or _EITHER.search(question)
+    if pair is None or not (EARLIER.search(question) or LATER.search(question)):
+        return None
+    verb = _DATE_VERB.search(question)
+    if verb is not None:
+        action = verb.group(1).lower()
+    elif _AGE.search(question) and re.search(r"\bwho\b", question, re.IGNORECASE):
+        action = "born"
+    else:
+        return None
+    first, second = pair.group(1), pair.group(2)
+    if first.lower() == second.lower():
+        return None
+    return [f"When was {first} {action}?", f"When was {second} {action}?"]
 
 
 def leads_to_last(sub_questions: Sequence[str]) -> bool:
@@ -311,9 +353,6 @@ _RELATIVE = re.compile(
 )
 """A thing described by a clause that ends the question (where a clause stops inside a
 question, "... where Ada works born?", is not told by a rule)."""
-_NAME = r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|in|on|for|to|de|a|an)\s+)*[A-Z0-9][\w'’-]*)*"
-"""A proper name: capitalised words, with the lower-case words titles keep inside them ("A
-Treatise Concerning the Principles of Human Knowledge", "Gone With the Wind")."""
 _LAST_OF = re.compile(rf"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(?:the\s+)?(#\d+|{_NAME})")
 _ASKED_FIRST = re.compile(
     r"^\s*(?:(?:please\s+)?(?:name|give|list|identify|tell\s+me)|(?:what|which|who)\s+"

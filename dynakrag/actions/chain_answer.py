@@ -10,7 +10,7 @@ from typing import Any
 
 from dynakrag.actions.chain import answers_what_is_asked, chain_complete, hop_entities
 from dynakrag.actions.grounding import dates_in
-from dynakrag.decomposition import REFERENCE, leads_to_last
+from dynakrag.decomposition import EARLIER, LATER, REFERENCE, leads_to_last
 from dynakrag.state import Hop
 
 __all__ = ["chain_answer", "chain_passages", "comparison_answer", "is_bridge_chain"]
@@ -28,10 +28,6 @@ def is_bridge_chain(hops: Sequence[Hop]) -> bool:
     return leads_to_last([hop["question"] for hop in hops])
 
 
-_EARLIER = re.compile(r"\b(?:earlier|earliest|older|oldest|first|before|sooner)\b", re.I)
-_LATER = re.compile(
-    r"\b(?:later|latest|younger|youngest|last|after|more recent(?:ly)?|newer)\b", re.I
-)
 _MORE = re.compile(
     r"\b(?:more|most|larger|largest|bigger|biggest|higher|highest|taller|tallest|longer|longest|greater|greatest)\b",
     re.I,
@@ -66,9 +62,9 @@ def comparison_answer(question: str, hops: Sequence[Hop]) -> tuple[str, list[Hop
     dated = all(hops[i]["expects"] == "date" for i in leaves)
     counted = all(hops[i]["expects"] == "number" for i in leaves)
     keys: list[Any] = []
-    if dated and (_EARLIER.search(question) or _LATER.search(question)):
+    if dated and (EARLIER.search(question) or LATER.search(question)):
         keys = [_date_key(hops[i]["answer"] or "") for i in leaves]
-        pick_first = bool(_EARLIER.search(question))
+        pick_first = bool(EARLIER.search(question))
     elif counted and (_MORE.search(question) or _LESS.search(question)):
         keys = [_number_key(hops[i]["answer"] or "") for i in leaves]
         pick_first = bool(_LESS.search(question))

@@ -14,7 +14,7 @@ from dynakrag.actions.chain import expected_kind, plan_hops, resolve_hops
 from dynakrag.actions.chain_answer import chain_answer, comparison_answer
 from dynakrag.actions.statements import find_statement, label_of, whole_name
 from dynakrag.configuration import Configuration
-from dynakrag.decomposition import decompose, joins_facts, split_facts
+from dynakrag.decomposition import compared_dates, decompose, joins_facts, split_facts
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
@@ -385,6 +385,28 @@ def test_a_plan_whose_parts_do_not_lead_to_the_last_gives_way_to_the_rule_chain(
     parts, _ = decompose(compared, LLMClient(hop_responder({compared: side_by_side}, {})),
                          split_joined=True)  # fmt: skip
     assert parts == side_by_side
+
+
+def test_two_names_compared_by_age_get_a_date_hop_each() -> None:
+    question = "Between Ada Voss and Tom Reyl, who is the older one?"
+    model = hop_responder(
+        {question: [question]},  # the model kept the comparison as one question
+        {"When was Ada Voss born?": "1970", "When was Tom Reyl born?": "1948"},
+    )
+    final = graph_for(model).invoke({"question": question})
+    assert [hop["question"] for hop in final["hops"]] == [
+        "When was Ada Voss born?",
+        "When was Tom Reyl born?",
+    ]
+    assert final["answer"] == "Tom Reyl"
+    assert compared_dates("Which firm was founded first, Selkthorn Robotics or Selkmoor?") == [
+        "When was Selkthorn Robotics founded?",
+        "When was Selkmoor founded?",
+    ]
+    # No date comparison of two names: the plan stays the model's.
+    assert compared_dates("Is Ada Voss older than Tom Reyl?") is None
+    assert compared_dates("Who is older, the founder of Orbis or Tom Reyl?") is None
+    assert compared_dates("Which city is larger, Prynvale or Ambelwyn?") is None
 
 
 def test_a_possessive_names_the_hops_entity() -> None:
