@@ -12,7 +12,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, get_args
 
 from dynakrag.actions.bridge_entity_expand import bridge_entity_expand
 from dynakrag.actions.common import Resources
@@ -32,12 +32,26 @@ __all__ = [
     "FIXED_EDGES",
     "RETURNS_TO_CONTROLLER",
     "ActionFn",
+    "ActionName",
     "fixed_edge_decision",
     "fixed_successor",
     "prepared_state",
     "run_action",
     "validate_question",
 ]
+
+ActionName = Literal[
+    "retrieve_more",
+    "gap_query",
+    "bridge_entity_expand",
+    "rewrite_query",
+    "sufficiency_check",
+    "stop_answer",
+    "compress_answer_evidence",
+]
+"""The nodes the controller may go to (its ``Command``'s return type): the seven actions."""
+if get_args(ActionName) != ACTIONS:
+    raise RuntimeError("ActionName must list dynakrag.state.ACTIONS, in their order")
 
 ActionFn = Callable[[State, Resources, Configuration], dict[str, Any]]
 
