@@ -1,10 +1,11 @@
-"""The graph's nodes and the edges between them, defined once for the graph and for replay.
+"""The graph's nodes and the edges between them.
 
-:func:`dynakrag.graph.builder.build_graph` wires these into LangGraph and
-:mod:`dynakrag.graph.replay` runs them on plain dicts; both take from here what the ``prepare``
-node starts a run with (:func:`prepared_state`), what each action node runs (:func:`run_action`) and
-where each action leads: back to the controller (:data:`RETURNS_TO_CONTROLLER`), along a fixed
-edge (:data:`FIXED_EDGES`), or to the end of the run (:data:`ENDS_RUN`).
+:func:`dynakrag.graph.builder.build_graph` wires these into LangGraph (and
+:mod:`dynakrag.graph.replay` branches through that graph's checkpoints); it takes from here what
+the ``prepare`` node starts a run with (:func:`prepared_state`), what each action node runs
+(:func:`run_action`) and where each action leads: back to the controller
+(:data:`RETURNS_TO_CONTROLLER`), along a fixed edge (:data:`FIXED_EDGES`), or to the end of the
+run (:data:`ENDS_RUN`).
 """
 
 from __future__ import annotations
