@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynakrag.configuration import Configuration
+from dynakrag.configuration import Configuration, RunSettings
 from dynakrag.errors import (
     ConfigurationError,
     CorpusError,
@@ -38,6 +38,7 @@ __all__ = [
     "CorpusError",
     "DynakragError",
     "ModelUnavailableError",
+    "RunSettings",
     "UserInputError",
     "__version__",
     "ask",

@@ -1,8 +1,13 @@
 """The one documented configuration of dynakrag.
 
-Precedence, lowest to highest: field defaults < environment variables (``DYNAKRAG_<FIELD>``)
-< explicit values (CLI flags, ``Configuration(...)`` keyword arguments, or
-``config["configurable"]`` of a LangGraph run).
+Two kinds of settings, one model each: :class:`RunSettings` (budgets, policy, compression,
+seed...: what one run may choose; the graph's ``context_schema``) and :class:`BuildSettings`
+(the LLM, the retriever and their limits and caches: bound when the graph is built).
+:class:`Configuration` is both, the object the nodes read.
+
+Precedence, lowest to highest: field defaults < environment variables (``DYNAKRAG_<FIELD>``,
+read by pydantic-settings) < explicit values (CLI flags, ``Configuration(...)`` keyword
+arguments) < a run's ``config["configurable"]`` < a run's ``context``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from dynakrag.errors import ConfigurationError
 
@@ -38,41 +44,16 @@ def default_cache_dir() -> Path:
     return Path(base) / "dynakrag"
 
 
-BUILD_TIME_FIELDS: frozenset[str] = frozenset(
-    {
-        "llm",
-        "llm_base_url",
-        "llm_model",
-        "embedded_model",
-        "llm_max_tokens",
-        "llm_timeout_s",
-        "llm_max_retries",
-        "embedding_batch_size",
-        "embedded_threads",
-        "embedded_batch_size",
-        "embedded_ubatch_size",
-        "embedded_flash_attn",
-        "embedded_kv_cache_type",
-        "embedded_cpu_variant",
-        "embedded_prompt_logprobs",
-        "embedded_prompt_cache_mb",
-        "cache_dir",
-        "retriever",
-    }
-)
-"""Fields bound when a graph is built (its LLM client, its searcher and their caches): a run's
-``config["configurable"]`` cannot change them (see :meth:`Configuration.for_run`)."""
+class RunSettings(BaseModel):
+    """The settings one run of a built graph may choose: the graph's ``context_schema``.
 
-
-class Configuration(BaseModel):
-    """Settings of one dynakrag run.
-
-    Every field can be overridden per run in ``config["configurable"]`` except the
-    :data:`BUILD_TIME_FIELDS` (the LLM endpoint and its limits, the retriever, batch size and
-    cache directory), which take effect only through the configuration a graph is built with.
+    A caller passes them as ``graph.invoke(inputs, context=RunSettings(...))`` (or a dict of
+    them; Studio shows them as a form), and every field left out keeps the value the graph was
+    built with. The fields that are bound when a graph is built are not here
+    (:class:`BuildSettings`), so a run's context cannot name one.
     """
 
-    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid")
 
     # --- budgets (DynaKRAG paper defaults) -------------------------------------------------
     docs_per_action: int = Field(
@@ -180,6 +161,14 @@ class Configuration(BaseModel):
         "evidence' at worst). Environment: DYNAKRAG_ABSTAIN=0.",
     )
     seed: int = Field(default=13, description="Seed for every random choice in a run.")
+
+
+class BuildSettings(BaseModel):
+    """The settings bound when a graph is built: its searcher, its LLM client and their limits
+    and caches. Only the :class:`Configuration` given to ``build_graph`` sets them."""
+
+    model_config = ConfigDict(extra="forbid")
+
     retriever: RetrieverName = Field(
         default="dense",
         description="Searcher built over a corpus ('ask --corpus', 'eval'): 'dense' (MiniLM), "
@@ -272,18 +261,35 @@ class Configuration(BaseModel):
             raise ValueError(f"expected 'provider:model', e.g. 'openai:gpt-4o-mini', got {value!r}")
         return f"{provider.strip()}:{model.strip()}"
 
+
+BUILD_TIME_FIELDS: frozenset[str] = frozenset(BuildSettings.model_fields)
+"""The names of the :class:`BuildSettings` fields (a run's ``config["configurable"]`` cannot
+change them; see :meth:`Configuration.for_run`)."""
+
+
+class Configuration(BuildSettings, RunSettings):
+    """Settings of one dynakrag run: the per-run :class:`RunSettings` and the build-time
+    :class:`BuildSettings` in one object, which the nodes and actions read.
+
+    Per run, a graph takes a ``context`` (:class:`RunSettings`) and, for older callers, the
+    known fields of ``config["configurable"]``; a build-time field changed there is a
+    ConfigurationError (:meth:`for_run`).
+    """
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+
     @classmethod
     def from_env(cls, **overrides: Any) -> Configuration:
-        """Defaults, then ``DYNAKRAG_*`` environment variables, then ``overrides``."""
-        values: dict[str, Any] = {}
-        for name in cls.model_fields:
-            env_value = os.environ.get(ENV_PREFIX + name.upper())
-            if env_value not in (None, ""):
-                values[name] = env_value
-        values.update(
-            {k: v for k, v in overrides.items() if k in cls.model_fields and v is not None}
-        )
-        return _validated(cls, values)
+        """Defaults, then ``DYNAKRAG_*`` environment variables (empty ones ignored), then
+        ``overrides`` (those that are None ignored)."""
+        given = {k: v for k, v in overrides.items() if k in cls.model_fields and v is not None}
+        try:
+            read = _Environment(**given)
+        except ValidationError as exc:
+            raise _configuration_error(exc) from None
+        # Only what the environment or the caller set, so the result still tells a user's
+        # choice from a default (see merged).
+        return _validated(cls, read.model_dump(include=read.model_fields_set))
 
     def merged(self, overrides: Mapping[str, Any] | None) -> Configuration:
         """A copy with the known fields of ``overrides`` applied and validated."""
@@ -293,21 +299,56 @@ class Configuration(BaseModel):
         # Only the fields set before, so the copy still tells a user's choice from a default.
         return _validated(type(self), {**self.model_dump(exclude_unset=True), **known})
 
-    def for_run(self, overrides: Mapping[str, Any] | None) -> Configuration:
-        """The settings of one run of a graph built with this configuration: ``overrides``
-        (a run's ``config["configurable"]``) applied as by :meth:`merged`.
+    def for_run(
+        self,
+        overrides: Mapping[str, Any] | None,
+        context: RunSettings | Mapping[str, Any] | None = None,
+    ) -> Configuration:
+        """The settings of one run of a graph built with this configuration: the known fields
+        of ``overrides`` (a run's ``config["configurable"]``), then the fields ``context`` (the
+        run's :class:`RunSettings`) sets.
 
-        Raises ConfigurationError when they change one of the :data:`BUILD_TIME_FIELDS`, which
-        a built graph could not honour.
+        The context's type holds no build-time field; ``overrides`` is an untyped mapping, so
+        it raises ConfigurationError when it changes a :class:`BuildSettings` field, which a
+        built graph could not honour (the value it was built with is accepted).
         """
         run = self.merged(overrides)
-        for name in sorted(BUILD_TIME_FIELDS):
+        for name in BuildSettings.model_fields:
             if getattr(run, name) != getattr(self, name):
-                raise ConfigurationError(
-                    f"{name!r} is fixed when the graph is built and cannot change per run; "
-                    "pass it in the Configuration given to build_graph(configuration=...)"
-                )
-        return run
+                raise _fixed_when_built(name)
+        if context is None:
+            return run
+        if not isinstance(context, RunSettings):
+            try:
+                context = RunSettings(**context)
+            except ValidationError as exc:
+                raise _configuration_error(exc) from None
+        return run.merged(context.model_dump(exclude_unset=True))
+
+
+class _Environment(Configuration, BaseSettings):
+    """:class:`Configuration` read by pydantic-settings: ``DYNAKRAG_<FIELD>`` variables below
+    the keyword arguments."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore", validate_assignment=True
+    )
+
+
+def _configuration_error(exc: ValidationError) -> ConfigurationError:
+    """The first failure of ``exc`` as one line, naming the setting."""
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"])
+    if first["type"] == "extra_forbidden" and field in BUILD_TIME_FIELDS:
+        return _fixed_when_built(field)
+    return ConfigurationError(f"invalid setting {field!r}: {first['msg']}")
+
+
+def _fixed_when_built(name: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{name!r} is fixed when the graph is built and cannot change per run; "
+        "pass it in the Configuration given to build_graph(configuration=...)"
+    )
 
 
 def _validated(cls: type[Configuration], values: dict[str, Any]) -> Configuration:
@@ -315,6 +356,4 @@ def _validated(cls: type[Configuration], values: dict[str, Any]) -> Configuratio
     try:
         return cls(**values)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        raise ConfigurationError(f"invalid setting {field!r}: {first['msg']}") from None
+        raise _configuration_error(exc) from None

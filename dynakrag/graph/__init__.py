@@ -1,4 +1,4 @@
-"""The DynaKRAG state machine: wiring, validity layer, controller, replay outside the graph."""
+"""The DynaKRAG state machine: wiring, validity layer, controller, branches through checkpoints."""
 
 from dynakrag.graph.builder import build_graph
 from dynakrag.state import ACTIONS, InputState, State

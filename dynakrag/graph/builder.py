@@ -2,6 +2,9 @@
 
 The nodes and the edges between them come from :mod:`dynakrag.graph.nodes`
 (``compress_answer_evidence`` always leads to ``stop_answer``, and ``stop_answer`` ends the run).
+The controller routes by returning ``Command(goto=action)``; its return type names the actions
+it may go to, so the edges are in the graph's types. Per-run settings are the graph's context
+(:class:`~dynakrag.configuration.RunSettings`, the ``context_schema``).
 """
 
 from __future__ import annotations
@@ -14,16 +17,18 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Overwrite
+from langgraph.runtime import Runtime
+from langgraph.types import Command, Overwrite
 
 from dynakrag.actions.common import Resources
-from dynakrag.configuration import Configuration
-from dynakrag.graph.controller import decide, route
+from dynakrag.configuration import Configuration, RunSettings
+from dynakrag.graph.controller import decide
 from dynakrag.graph.nodes import (
     ACTION_FUNCTIONS,
     ENDS_RUN,
     FIXED_EDGES,
     RETURNS_TO_CONTROLLER,
+    ActionName,
     prepared_state,
     run_action,
     validate_question,
@@ -102,8 +107,9 @@ def build_graph(
         chat_model: any LangChain chat model; default: from the configuration (a configured
             OpenAI-compatible endpoint, else the embedded local model).
         policy: a Policy, or a policy name; default: the configuration's ``policy``.
-        configuration: base settings; each run can override them in ``config["configurable"]``,
-            except the build-time ones (``BUILD_TIME_FIELDS``: ConfigurationError).
+        configuration: base settings; each run can override the per-run ones in its
+            ``context`` (:class:`~dynakrag.configuration.RunSettings`) or, as before, in
+            ``config["configurable"]`` (a build-time field there: ConfigurationError).
         checkpointer: e.g. a ``SqliteSaver`` to log every step for later retraining.
         llm: an LLMClient to use as is (overrides ``chat_model``).
     """
@@ -121,12 +127,17 @@ def build_graph(
     # Resolve the configured policy now so a bad name fails before any index or model loads.
     policies: dict[str, Policy] = {} if fixed_policy else {base.policy: resolve_policy(base.policy)}
 
-    def run_configuration(config: RunnableConfig) -> Configuration:
-        return base.for_run((config or {}).get("configurable"))
+    def run_configuration(
+        runtime: Runtime[RunSettings] | None, config: RunnableConfig | None
+    ) -> Configuration:
+        context = runtime.context if runtime is not None else None
+        return base.for_run((config or {}).get("configurable"), context)
 
-    def prepare(state: InputState, config: RunnableConfig) -> dict[str, Any]:
+    def prepare(
+        state: InputState, runtime: Runtime[RunSettings], config: RunnableConfig
+    ) -> dict[str, Any]:
         """Validate the question and initialise the state."""
-        cfg = run_configuration(config)
+        cfg = run_configuration(runtime, config)
         update: dict[str, Any] = dict(prepared_state(state.get("question"), cfg))
         # A new question on the same thread starts with a fresh budget and history: bypass the
         # reducers that would otherwise add to the previous run's counters.
@@ -134,32 +145,38 @@ def build_graph(
             update[name] = Overwrite(update[name])
         return update
 
-    def controller(state: State, config: RunnableConfig) -> dict[str, Any]:
-        """Validity layer, then policy: pick the next action."""
-        cfg = run_configuration(config)
+    def controller(
+        state: State, runtime: Runtime[RunSettings], config: RunnableConfig
+    ) -> Command[ActionName]:
+        """Validity layer, then policy: go to the chosen action, recording why."""
+        cfg = run_configuration(runtime, config)
         chosen = fixed_policy
         if chosen is None:
             chosen = policies.get(cfg.policy) or policies.setdefault(
                 cfg.policy, resolve_policy(cfg.policy)
             )
-        return decide(state, chosen, cfg)
+        decision = decide(state, chosen, cfg)
+        return Command(goto=decision["next_action"], update=decision)
 
-    def make_node(name: str) -> Callable[[State, RunnableConfig], dict[str, Any]]:
-        def node(state: State, config: RunnableConfig) -> dict[str, Any]:
-            return run_action(name, state, resources, run_configuration(config))
+    def make_node(
+        name: str,
+    ) -> Callable[[State, Runtime[RunSettings], RunnableConfig], dict[str, Any]]:
+        def node(
+            state: State, runtime: Runtime[RunSettings], config: RunnableConfig
+        ) -> dict[str, Any]:
+            return run_action(name, state, resources, run_configuration(runtime, config))
 
         node.__name__ = name
         node.__doc__ = ACTION_FUNCTIONS[name].__doc__
         return node
 
-    builder = StateGraph(State, input_schema=InputState)
+    builder = StateGraph(State, context_schema=RunSettings, input_schema=InputState)
     builder.add_node("prepare", prepare)
     builder.add_node("controller", controller)
     for name in ACTIONS:
         builder.add_node(name, make_node(name))
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "controller")
-    builder.add_conditional_edges("controller", route, {name: name for name in ACTIONS})
     for name in RETURNS_TO_CONTROLLER:
         builder.add_edge(name, "controller")
     for name, successor in FIXED_EDGES.items():

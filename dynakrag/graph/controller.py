@@ -1,4 +1,4 @@
-"""The controller step: validity layer, then policy, then the conditional edge to the action.
+"""The controller step: validity layer, then policy, then the action to go to.
 
 Each decision also records its explanation (:func:`dynakrag.policy.explain.explain_decision`:
 the chosen action and the runner-up, what drove their values, the rule behind every blocked
@@ -56,8 +56,3 @@ def decide(state: State, policy: Policy, cfg: Configuration) -> dict[str, Any]:
         "next_action": choice,
         "explanation": explanation,
     }
-
-
-def route(state: State) -> str:
-    """The conditional edge: go to the node the controller chose."""
-    return state["next_action"]

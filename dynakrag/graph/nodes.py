@@ -1,10 +1,11 @@
-"""The graph's nodes and the edges between them, defined once for the graph and for replay.
+"""The graph's nodes and the edges between them.
 
-:func:`dynakrag.graph.builder.build_graph` wires these into LangGraph and
-:mod:`dynakrag.graph.replay` runs them on plain dicts; both take from here what the ``prepare``
-node starts a run with (:func:`prepared_state`), what each action node runs (:func:`run_action`) and
-where each action leads: back to the controller (:data:`RETURNS_TO_CONTROLLER`), along a fixed
-edge (:data:`FIXED_EDGES`), or to the end of the run (:data:`ENDS_RUN`).
+:func:`dynakrag.graph.builder.build_graph` wires these into LangGraph (and
+:mod:`dynakrag.graph.replay` branches through that graph's checkpoints); it takes from here what
+the ``prepare`` node starts a run with (:func:`prepared_state`), what each action node runs
+(:func:`run_action`) and where each action leads: back to the controller
+(:data:`RETURNS_TO_CONTROLLER`), along a fixed edge (:data:`FIXED_EDGES`), or to the end of the
+run (:data:`ENDS_RUN`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, get_args
 
 from dynakrag.actions.bridge_entity_expand import bridge_entity_expand
 from dynakrag.actions.common import Resources
@@ -32,12 +33,26 @@ __all__ = [
     "FIXED_EDGES",
     "RETURNS_TO_CONTROLLER",
     "ActionFn",
+    "ActionName",
     "fixed_edge_decision",
     "fixed_successor",
     "prepared_state",
     "run_action",
     "validate_question",
 ]
+
+ActionName = Literal[
+    "retrieve_more",
+    "gap_query",
+    "bridge_entity_expand",
+    "rewrite_query",
+    "sufficiency_check",
+    "stop_answer",
+    "compress_answer_evidence",
+]
+"""The nodes the controller may go to (its ``Command``'s return type): the seven actions."""
+if get_args(ActionName) != ACTIONS:
+    raise RuntimeError("ActionName must list dynakrag.state.ACTIONS, in their order")
 
 ActionFn = Callable[[State, Resources, Configuration], dict[str, Any]]
 

@@ -1,22 +1,20 @@
-"""Run actions outside the graph, with the graph's own semantics, for trajectory collection.
+"""Run any action from any state through the compiled graph itself, for collection and replay.
 
 The compiled graph runs ``prepare -> controller -> action -> controller -> ...``; collection
-needs to branch (try every valid action from one state), which the graph cannot do. This module
-reproduces one graph step on a plain dict:
+needs to branch (try every valid action from one state) and ``dynakrag replay`` asks what the
+controller would have reached with another choice. Both go through LangGraph's checkpoints
+(:class:`Branches`, one in-memory checkpointed thread per question):
 
-* :func:`initial_state` is the state after ``prepare``
-  (:func:`dynakrag.graph.nodes.prepared_state`).
-* :func:`decision_update` is what the ``controller`` node writes (``valid_actions``,
-  ``invalid_reasons``, ``policy_scores``, ``next_action``), by the graph's own
-  :func:`dynakrag.graph.controller.decide`, with the action forced.
-* :func:`apply_update` merges a node's partial update the way LangGraph's channels do: the
-  ``Annotated`` reducers of :class:`~dynakrag.state.State` (``operator.add`` for the trace
-  and counters, ``merge_accounting`` for the accounting), plain replacement for the other keys,
-  and ``langgraph.types.Overwrite`` values written as they are.
-* :func:`step` = decision, then the action's node
-  (:func:`dynakrag.graph.nodes.run_action`, as in the graph); an action a fixed edge forces
-  (:data:`dynakrag.graph.nodes.FIXED_EDGES`: ``stop_answer`` right after
-  ``compress_answer_evidence``) follows with no decision in between.
+* a state is a checkpoint: the states :class:`Branches` returns carry theirs, and any other
+  state (a logged one) is first written with ``update_state(values, as_node=...)`` as the
+  output of the node that produced it (its last action, or ``prepare``), so the graph's own
+  edges say what runs next;
+* the controller's choice of an action is ``update_state(Command(goto=action, update=decision),
+  as_node="controller")``, the decision computed by the graph's own
+  :func:`dynakrag.graph.controller.decide` with the action forced (:func:`decision_update`);
+* the action then runs by ``invoke`` from that checkpoint, up to the next controller step
+  (interrupt), so LangGraph's reducers merge its update; an action a fixed edge forces
+  (``stop_answer`` right after ``compress_answer_evidence``) runs with no decision in between.
 
 Replaying the actions of a finished run with the same policy, searcher and model gives the
 graph's final state exactly. Inputs are never mutated.
@@ -24,51 +22,24 @@ graph's final state exactly. Inputs are never mutated.
 
 from __future__ import annotations
 
-import typing
-from collections.abc import Callable, Mapping, Sequence
+import itertools
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langgraph.types import Overwrite
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command, Overwrite
 
 from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
+from dynakrag.graph.builder import build_graph
 from dynakrag.graph.controller import decide
-from dynakrag.graph.nodes import fixed_successor, prepared_state, run_action
+from dynakrag.graph.nodes import FIXED_EDGES, fixed_successor, prepared_state
 from dynakrag.graph.validity import valid_actions
 from dynakrag.policy.base import Policy
-from dynakrag.state import ACTIONS, State
+from dynakrag.state import ACTIONS, ADDITIVE_FIELDS, State
 
-__all__ = ["REDUCERS", "apply_update", "decision_update", "initial_state", "replay", "step"]
-
-
-def _reducers() -> dict[str, tuple[Callable[[Any, Any], Any], Callable[[], Any]]]:
-    """``{field: (reducer, default factory)}`` of State's ``Annotated`` fields."""
-    hints = typing.get_type_hints(State, include_extras=True)
-    reducers: dict[str, tuple[Callable[[Any, Any], Any], Callable[[], Any]]] = {}
-    for name, hint in hints.items():
-        if typing.get_origin(hint) is typing.Annotated:
-            base, reducer = typing.get_args(hint)[:2]
-            origin = typing.get_origin(base) or base
-            reducers[name] = (reducer, origin)
-    return reducers
-
-
-REDUCERS = _reducers()
-"""The reducer and the empty value (a channel's start) of each reduced State field."""
-
-
-def apply_update(state: Mapping[str, Any], update: Mapping[str, Any] | None) -> State:
-    """A new state: ``state`` with a node's partial ``update`` merged as LangGraph merges it."""
-    merged: dict[str, Any] = dict(state)
-    for key, value in (update or {}).items():
-        if isinstance(value, Overwrite):
-            merged[key] = value.value
-        elif key in REDUCERS:
-            reducer, empty = REDUCERS[key]
-            merged[key] = reducer(merged.get(key, empty()), value)
-        else:
-            merged[key] = value
-    return typing.cast(State, merged)
+__all__ = ["Branches", "decision_update", "initial_state", "replay", "step", "what_if"]
 
 
 def initial_state(question: str, cfg: Configuration) -> State:
@@ -117,6 +88,92 @@ def decision_update(
     return decide(state, _Forced(policy, action), cfg)
 
 
+_PAUSES = ("controller", *FIXED_EDGES.values())
+"""Nodes a branch stops before: the next decision, or the action a fixed edge forces."""
+
+
+class Branches:
+    """One question's states as checkpoints of an in-memory LangGraph thread, and any valid
+    action run from any of them (see the module docstring).
+
+    ``policy`` only provides the recorded ``policy_scores`` of the forced decisions (zeros
+    without one); the graph's controller never chooses here.
+    """
+
+    def __init__(
+        self, resources: Resources, cfg: Configuration, *, policy: Policy | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.policy = policy
+        self.graph = build_graph(
+            resources.searcher,
+            llm=resources.llm,
+            # Never asked: every decision here is forced (decision_update).
+            policy=policy or _Forced(None, "stop_answer"),
+            configuration=cfg,
+            checkpointer=InMemorySaver(),
+        )
+        self._threads = itertools.count()
+        # id(state) -> (state, its checkpoint); the state is kept so its id stays its own.
+        self._checkpoints: dict[int, tuple[State, RunnableConfig]] = {}
+
+    def start(self, question: str) -> State:
+        """The state after ``prepare`` (UserInputError for an unusable question)."""
+        thread = self._new_thread()
+        self.graph.invoke({"question": question}, thread, interrupt_before=["controller"])
+        return self._latest(thread)
+
+    def step(self, state: State, action: str) -> State:
+        """The state after the controller chooses ``action`` in ``state`` and its node runs
+        (ValueError when the action is unknown or not valid there)."""
+        if action not in ACTIONS:
+            raise ValueError(f"unknown action {action!r}")
+        at = self._checkpoint(state)
+        forced = fixed_successor(state)
+        if forced is None:
+            decision = decision_update(state, action, self.cfg, self.policy)
+            at = self.graph.update_state(
+                at, Command(goto=action, update=decision), as_node="controller"
+            )
+        elif action != forced:
+            previous = state["trace"][-1]["action"]
+            raise ValueError(f"only {forced} may follow {previous}")
+        self.graph.invoke(None, at, interrupt_before=list(_PAUSES))
+        return self._latest(at)
+
+    def finish(self, state: State) -> State:
+        """The final state of the run from ``state`` on, the graph's controller choosing with
+        the policy the branches were made with."""
+        at = self._checkpoint(state)
+        self.graph.invoke(None, at)
+        return self._latest(at)
+
+    def _new_thread(self) -> RunnableConfig:
+        return {"configurable": {"thread_id": f"branch-{next(self._threads)}"}}
+
+    def _latest(self, config: RunnableConfig) -> State:
+        """The newest checkpoint of ``config``'s thread (the one just written), remembered."""
+        thread = {"configurable": {"thread_id": config["configurable"]["thread_id"]}}
+        snapshot = self.graph.get_state(thread)
+        state: State = snapshot.values
+        self._checkpoints[id(state)] = (state, snapshot.config)
+        return state
+
+    def _checkpoint(self, state: State) -> RunnableConfig:
+        """The checkpoint of ``state``: its own, or ``state`` written on a new thread as the
+        output of the node that produced it."""
+        known = self._checkpoints.get(id(state))
+        if known is not None and known[0] is state:
+            return known[1]
+        trace = state.get("trace") or []
+        writer = trace[-1].get("action", "prepare") if trace else "prepare"
+        values = {
+            key: Overwrite(value) if key in ADDITIVE_FIELDS else value
+            for key, value in state.items()
+        }
+        return self.graph.update_state(self._new_thread(), values, as_node=writer)
+
+
 def step(
     state: State,
     action: str,
@@ -125,18 +182,9 @@ def step(
     *,
     policy: Policy | None = None,
 ) -> State:
-    """The state after the controller chooses ``action`` and its node runs."""
-    if action not in ACTIONS:
-        raise ValueError(f"unknown action {action!r}")
-    forced = fixed_successor(state)
-    if forced is None:
-        decided = apply_update(state, decision_update(state, action, cfg, policy))
-    elif action == forced:
-        decided = state  # the graph's fixed edge: no controller step
-    else:
-        previous = state["trace"][-1]["action"]
-        raise ValueError(f"only {forced} may follow {previous}")
-    return apply_update(decided, run_action(action, decided, resources, cfg))
+    """The state after the controller chooses ``action`` and its node runs (one
+    :class:`Branches` step)."""
+    return Branches(resources, cfg, policy=policy).step(state, action)
 
 
 def replay(
@@ -148,7 +196,17 @@ def replay(
     policy: Policy | None = None,
 ) -> State:
     """The state after running ``actions`` in order from the initial state of ``question``."""
-    state = initial_state(question, cfg)
+    branches = Branches(resources, cfg, policy=policy)
+    state = branches.start(question)
     for action in actions:
-        state = step(state, action, resources, cfg, policy=policy)
+        state = branches.step(state, action)
     return state
+
+
+def what_if(
+    state: State, action: str, resources: Resources, cfg: Configuration, policy: Policy
+) -> State:
+    """The final state of a run had the controller chosen ``action`` in ``state`` (a logged
+    decision point) and ``policy`` chosen from there on (``dynakrag replay``)."""
+    branches = Branches(resources, cfg, policy=policy)
+    return branches.finish(branches.step(state, action))

@@ -28,7 +28,8 @@ chooses runs, as the rollout goes on from its state.
 
 ``"answer"`` (label version 2 for the answer actions): with F1(s) the answer F1
 (:func:`~dynakrag.eval.metrics.f1_score` against the gold answers) of the answer the graph's
-own answer step (``stop_answer``, run with :func:`~dynakrag.graph.replay.step`) writes from
+own answer step (``stop_answer``, run through the graph's checkpoints by
+:class:`~dynakrag.graph.replay.Branches`) writes from
 state s, every branch of an answer action is answered:
 
 * acquisition actions: ``SR(s') - SR(s)``
@@ -76,7 +77,7 @@ from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.errors import UserInputError
 from dynakrag.eval.metrics import state_support_recall
-from dynakrag.graph.replay import initial_state
+from dynakrag.graph.replay import Branches
 from dynakrag.graph.validity import valid_actions
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.base import Policy
@@ -256,7 +257,8 @@ def _explore(
 ) -> dict[tuple[str, ...], StateNode]:
     """Run the rollouts of one example; the visited states with their outcomes and labels
     (``labels``: one of :data:`LABELS`)."""
-    root = initial_state(example.question, cfg)
+    branches = Branches(resources, cfg, policy=behaviour)
+    root = branches.start(example.question)
     nodes: dict[tuple[str, ...], StateNode] = {}
     answered: AnsweredStates = {}
     answers = example.answers if labels != "recall" else ()
@@ -274,9 +276,7 @@ def _explore(
         return run_outcome(
             node,
             action,
-            resources,
-            cfg,
-            behaviour,
+            branches,
             gold,
             answers=answers,
             answered=answered,
@@ -312,7 +312,7 @@ def _explore(
             assert taken.state is not None
             history, state = (*history, choice), taken.state
         for visited in path:
-            visited.f1 = stop_f1(visited, resources, cfg, behaviour, answers, answered)
+            visited.f1 = stop_f1(visited, branches, answers, answered)
         srs = [n.sr for n in path] + ([final.sr_after] if final is not None else [])
         raise_continuation(path, srs, "continuation_support")
         if answers:

@@ -9,7 +9,7 @@ like runs logged by ``dynakrag ask --log``.
 How: the server's checkpoints form a tree (parent links, oldest first by id). Each checkpoint
 written by one of the graph's nodes (its parent's ``next`` names the node) is replayed into the
 local log with ``update_state(values, as_node=node)`` on the local copy of its parent, so
-LangGraph itself recomputes what runs next (the controller's conditional edge, the fixed edges)
+LangGraph itself recomputes what runs next (the controller's ``Command``, the fixed edges)
 and the local history has the same decision points, states and branching. Values of reduced
 fields are written whole (``Overwrite``), not added. Input checkpoints and the step that only
 starts the graph carry no node output and are folded into their parent. Re-exporting a thread
@@ -23,11 +23,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph.types import Overwrite
+from langgraph.types import Command, Overwrite
 
 from dynakrag.errors import DynakragError, UserInputError
-from dynakrag.graph.replay import REDUCERS
-from dynakrag.state import ACTIONS, State
+from dynakrag.state import ACTIONS, ADDITIVE_FIELDS, State
 from dynakrag.training.trajectories import LogTarget, history_reader, trajectory_log
 
 __all__ = ["ExportSummary", "ServerUnavailableError", "export_from_server", "export_threads"]
@@ -160,7 +159,7 @@ def _writer(parent: Mapping[str, Any] | None) -> str | None:
 def _local_values(values: Mapping[str, Any]) -> dict[str, Any]:
     """A server state as a whole-state update: reduced fields overwritten, not added to."""
     return {
-        key: Overwrite(value) if key in REDUCERS else value
+        key: Overwrite(value) if key in ADDITIVE_FIELDS else value
         for key, value in values.items()
         if key in _STATE_KEYS
     }
@@ -183,9 +182,11 @@ def _write_thread(graph: Any, thread: str, states: Iterable[Mapping[str, Any]]) 
         configurable: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
         if local_parent is not None:
             configurable["checkpoint_id"] = local_parent
-        config = graph.update_state(
-            {"configurable": configurable}, _local_values(values), as_node=writer
-        )
+        update: Any = _local_values(values)
+        if writer == "controller":
+            # The controller routes by Command: the copy names where it went, as the run did.
+            update = Command(goto=values["next_action"], update=update)
+        config = graph.update_state({"configurable": configurable}, update, as_node=writer)
         local[checkpoint_id] = config["configurable"]["checkpoint_id"]
         written += 1
     return written

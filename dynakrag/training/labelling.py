@@ -5,8 +5,9 @@ the continuation label) are :mod:`dynakrag.training.collect`'s module docstring.
 holds what the exploration rollouts of :func:`~dynakrag.training.collect.collect` and the
 logged runs of :func:`~dynakrag.training.logged_runs.records_from_transitions` share: a visited
 state (:class:`StateNode`) with the outcome of each action run from it (:class:`Outcome`, run
-once with the graph's own ``step``), the answers written from states, the continuation labels
-of a path, and the records of a question's nodes (:mod:`dynakrag.training.records`' format).
+once through the graph's checkpoints by :class:`~dynakrag.graph.replay.Branches`), the answers
+written from states, the continuation labels of a path, and the records of a question's nodes
+(:mod:`dynakrag.training.records`' format).
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.eval.metrics import f1_score, state_support_recall
-from dynakrag.graph.replay import step
-from dynakrag.policy.base import Policy
+from dynakrag.graph.replay import Branches
 from dynakrag.policy.features import (
     FEATURE_SCHEMA_VERSION,
     feature_config,
@@ -120,16 +119,14 @@ AnsweredStates = dict[tuple[str, ...], State]
 def answered_state(
     state: State,
     history: tuple[str, ...],
-    resources: Resources,
-    cfg: Configuration,
-    behaviour: Policy,
+    branches: Branches,
     answered: AnsweredStates | None,
 ) -> State:
     """The state after the graph's own answer step from ``state`` (written once per history
     when ``answered`` keeps them)."""
     if answered is not None and history in answered:
         return answered[history]
-    final = step(state, "stop_answer", resources, cfg, policy=behaviour)
+    final = branches.step(state, "stop_answer")
     if answered is not None:
         answered[history] = final
     return final
@@ -146,17 +143,16 @@ def counter_deltas(before: State, after: State) -> dict[str, int]:
 def run_outcome(
     node: StateNode,
     action: str,
-    resources: Resources,
-    cfg: Configuration,
-    behaviour: Policy,
+    branches: Branches,
     gold: GoldItems,
     *,
     answers: Sequence[str] = (),
     answered: AnsweredStates | None = None,
     answer_after: bool = True,
 ) -> Outcome:
-    """The outcome of ``action`` from ``node`` (run once with the graph's ``step``, then
-    remembered on the node); also what ``dynakrag train --branch`` runs from logged states.
+    """The outcome of ``action`` from ``node`` (run once through the graph's checkpoints by
+    ``branches``, then remembered on the node); also what ``dynakrag train --branch`` runs
+    from logged states.
 
     With ``answer_after``, an answer action also gets the answer written right after it
     (``stop_answer`` is that answer; after ``compress_answer_evidence`` or
@@ -168,15 +164,15 @@ def run_outcome(
     known = node.outcomes.get(action)
     if known is not None and known.state is not None:
         if answer_after and action in ANSWER_ACTIONS and known.answer is None:
-            _answer_after(known, node, action, resources, cfg, behaviour, answers, answered)
+            _answer_after(known, node, action, branches, answers, answered)
         return known
     if action == "stop_answer":
-        after = answered_state(node.state, node.history, resources, cfg, behaviour, answered)
+        after = answered_state(node.state, node.history, branches, answered)
     else:
-        after = step(node.state, action, resources, cfg, policy=behaviour)
+        after = branches.step(node.state, action)
     result = Outcome(after, state_support_recall(after, gold), counter_deltas(node.state, after))
     if action == "stop_answer" or (answer_after and action in ANSWER_ACTIONS):
-        _answer_after(result, node, action, resources, cfg, behaviour, answers, answered)
+        _answer_after(result, node, action, branches, answers, answered)
     node.outcomes[action] = result
     return result
 
@@ -185,9 +181,7 @@ def _answer_after(
     result: Outcome,
     node: StateNode,
     action: str,
-    resources: Resources,
-    cfg: Configuration,
-    behaviour: Policy,
+    branches: Branches,
     answers: Sequence[str],
     answered: AnsweredStates | None,
 ) -> None:
@@ -197,7 +191,7 @@ def _answer_after(
     final = (
         after
         if action == "stop_answer"
-        else answered_state(after, (*node.history, action), resources, cfg, behaviour, answered)
+        else answered_state(after, (*node.history, action), branches, answered)
     )
     result.answer = str(final.get("answer") or "")
     result.f1 = answer_f1(final, answers)
@@ -211,9 +205,7 @@ def unrun_outcome(node: StateNode) -> Outcome:
 
 def stop_f1(
     node: StateNode,
-    resources: Resources,
-    cfg: Configuration,
-    behaviour: Policy,
+    branches: Branches,
     answers: Sequence[str],
     answered: AnsweredStates,
 ) -> float | None:
@@ -223,7 +215,7 @@ def stop_f1(
         return None
     if "stop_answer" in node.outcomes:
         return node.outcomes["stop_answer"].f1
-    final = answered_state(node.state, node.history, resources, cfg, behaviour, answered)
+    final = answered_state(node.state, node.history, branches, answered)
     return answer_f1(final, answers)
 
 

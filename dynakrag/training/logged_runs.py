@@ -16,6 +16,7 @@ from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.errors import UserInputError
 from dynakrag.eval.metrics import state_support_recall
+from dynakrag.graph.replay import Branches
 from dynakrag.graph.validity import valid_actions
 from dynakrag.policy.base import Policy
 from dynakrag.state import State
@@ -75,7 +76,7 @@ def records_from_transitions(
 
     ``branch``: the resources (searcher, model) of the runs' corpus; with them every other
     valid action is also run once from each logged state with collection's branching
-    (:func:`~dynakrag.training.labelling.run_outcome`: the graph's own ``step``, scores from
+    (:func:`~dynakrag.training.labelling.run_outcome`: through the graph's checkpoints, scores from
     ``behaviour``, heuristic by default), answers included, for the paper's counterfactual
     labels, and the continuation label is the answer F1 still to gain, as in collection
     (without branches it is the support recall still to gain). ``example_id`` is the run id
@@ -128,6 +129,11 @@ def _logged_nodes(
     """One logged run as collection's nodes: its decisions with their logged outcomes (and
     branches), labelled as collection labels a rollout."""
     answers = example.answers
+    branches = (
+        Branches(branch, cfg, policy=behaviour)
+        if branch is not None and behaviour is not None
+        else None
+    )
     answered: AnsweredStates = {}
     answering: dict[str, Any] = {"answers": answers, "answered": answered}
     for transition in run:  # the logged answers, so branches reuse them instead of asking again
@@ -154,10 +160,10 @@ def _logged_nodes(
         node.chosen.add(transition.action)
         if transition.action == "compress_answer_evidence":
             ending = taken
-        if branch is not None and behaviour is not None:
+        if branches is not None:
             possible = valid_actions(transition.state, cfg)
             for action in (a for a in valid if a in possible):
-                run_outcome(node, action, branch, cfg, behaviour, support, **answering)
+                run_outcome(node, action, branches, support, **answering)
         nodes[history] = node
     gold = support or _answer_gold(answers, nodes.values(), answered.values())
     path = list(nodes.values())
@@ -166,13 +172,13 @@ def _logged_nodes(
         for outcome in node.outcomes.values():
             after = outcome.state
             outcome.sr_after = state_support_recall(after, gold) if after else node.sr
-        if branch is not None and behaviour is not None:
-            node.f1 = stop_f1(node, branch, cfg, behaviour, answers, answered)
+        if branches is not None:
+            node.f1 = stop_f1(node, branches, answers, answered)
         elif "stop_answer" in node.outcomes:
             node.f1 = node.outcomes["stop_answer"].f1
     srs = [n.sr for n in path] + ([ending.sr_after] if ending is not None else [])
     raise_continuation(path, srs, "continuation_support")
-    if answers and branch is not None:
+    if answers and branches is not None:
         f1s = [n.f1 or 0.0 for n in path] + ([ending.f1 or 0.0] if ending is not None else [])
         raise_continuation(path, f1s, "continuation")
     else:  # without branches, stopping earlier was never tried: support recall to gain

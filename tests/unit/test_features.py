@@ -13,7 +13,7 @@ from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
 from dynakrag.data.demo import demo_passages
 from dynakrag.data.demo_corpus import generate_demo_corpus
-from dynakrag.graph.replay import apply_update, decision_update, replay
+from dynakrag.graph.replay import decision_update, replay
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.features import (
     ACTION_FEATURE_NAMES,
@@ -155,9 +155,7 @@ def test_features_read_only_observable_fields_never_gold() -> None:
 
 def test_the_controller_decision_does_not_change_the_features() -> None:
     state = demo_states()[2]
-    decided = apply_update(
-        state, decision_update(state, "sufficiency_check", CFG, HeuristicPolicy())
-    )
+    decided = {**state, **decision_update(state, "sufficiency_check", CFG, HeuristicPolicy())}
     assert decided["next_action"] == "sufficiency_check"
     assert np.array_equal(state_features(state, CFG), state_features(decided, CFG))
 

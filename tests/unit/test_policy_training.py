@@ -355,7 +355,7 @@ def test_generalisation_benchmark_on_synthetic_records(
     def no_model(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the generalisation checks must not run actions or the model")
 
-    monkeypatch.setattr("dynakrag.graph.replay.step", no_model)
+    monkeypatch.setattr("dynakrag.graph.replay.Branches.step", no_model)
     monkeypatch.setattr(LLMClient, "text", no_model)
     with benchmark_module("policy_generalisation") as module:
         argv = ["--records", str(path), "--n-estimators", "5", "--out-dir", str(tmp_path)]
