@@ -122,3 +122,37 @@ def test_concurrent_runs_get_their_own_answers(studio: Studio) -> None:
         assert result["question"] == question.question
         assert result["answer"] == question.answer
         assert result["answer"] != prompts.INSUFFICIENT_EVIDENCE
+
+
+def test_studio_shows_the_per_run_settings_and_a_run_obeys_them(studio: Studio) -> None:
+    """The assistant's context schema is the settings form Studio draws (per-run fields only);
+    a run given another ``max_steps`` through the SDK stops within it."""
+    question = studio.questions[0].question
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        client = _client(studio)
+        schemas = await client.assistants.get_schemas("dynakrag")
+        thread = await client.threads.create()
+        try:
+            result = await asyncio.wait_for(
+                client.runs.wait(
+                    thread["thread_id"],
+                    "dynakrag",
+                    input={"question": question},
+                    context={"max_steps": 1},
+                ),
+                timeout=RUN_TIMEOUT_S,
+            )
+        finally:
+            await client.threads.delete(thread["thread_id"])
+        return schemas, result
+
+    schemas, result = asyncio.run(main())
+    form = schemas["context_schema"]["properties"]
+    assert {"max_steps", "policy", "sub_question_answering"} <= set(form)
+    assert "retriever" not in form and "cache_dir" not in form  # fixed when the graph is built
+    assert form["max_steps"].get("description")
+    assert "__error__" not in result, result.get("__error__")
+    final = {"compress_answer_evidence", "stop_answer"}
+    acquired = [e["action"] for e in result["trace"] if e["action"] not in final]
+    assert len(acquired) == 1  # one control step, then compress and answer
