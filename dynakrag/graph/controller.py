@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from dynakrag.configuration import Configuration
-from dynakrag.graph.validity import actions_left, invalid_reasons
+from dynakrag.graph.validity import action_set
 from dynakrag.policy.base import Policy
 from dynakrag.policy.explain import explain_decision, learned_policy_in
 from dynakrag.policy.token_budget import budget_status, choose_lambda
@@ -31,8 +31,8 @@ def decide(state: State, policy: Policy, cfg: Configuration) -> dict[str, Any]:
     if cost_lambda != cfg.cost_lambda:
         cfg = cfg.merged({"cost_lambda": cost_lambda})
     costs = calibration.costs if calibration is not None else None
-    reasons = invalid_reasons(state, cfg, costs)
-    actions = actions_left(state, reasons)
+    budget = budget_status(state, cfg, costs)
+    actions, reasons = action_set(state, cfg, budget)
     scores, choice = policy.rank(state, actions, cfg)
     if choice not in actions:
         # The validity layer is a hard constraint: a policy cannot override it.
@@ -47,7 +47,7 @@ def decide(state: State, policy: Policy, cfg: Configuration) -> dict[str, Any]:
         cfg,
         reasons,
         lambda_source=lambda_source,
-        budget=budget_status(state, cfg, costs),
+        budget=budget,
     )
     return {
         "valid_actions": actions,

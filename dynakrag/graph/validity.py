@@ -19,10 +19,17 @@ from dataclasses import dataclass
 from dynakrag.actions.bridge_entities import pending_bridge_entities
 from dynakrag.actions.grounding import has_answerable_content
 from dynakrag.configuration import Configuration
-from dynakrag.policy.token_budget import BUDGET_RULE, TokenCosts, budget_status
+from dynakrag.policy.token_budget import BUDGET_RULE, BudgetStatus, TokenCosts, budget_status
 from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, State
 
 MAX_REWRITES = 2
+
+
+class _Unset:
+    """No budget given: :func:`invalid_reasons` computes it."""
+
+
+_UNSET = _Unset()
 
 
 @dataclass(frozen=True)
@@ -139,16 +146,22 @@ RULES: tuple[Rule, ...] = (
 
 
 def invalid_reasons(
-    state: State, cfg: Configuration, costs: TokenCosts | None = None
+    state: State,
+    cfg: Configuration,
+    costs: TokenCosts | None = None,
+    *,
+    budget: BudgetStatus | _Unset | None = _UNSET,
 ) -> dict[str, str]:
     """For each blocked action, the name of the first rule that blocks it (the named rules,
-    then ``token_budget`` with the policy's token cost table ``costs``)."""
+    then ``token_budget``: ``budget`` as the controller computed it, else computed here with
+    the policy's token cost table ``costs``)."""
     reasons: dict[str, str] = {}
     for rule in RULES:
         if rule.blocks(state, cfg):
             for action in rule.actions:
                 reasons.setdefault(action, rule.name)
-    budget = budget_status(state, cfg, costs)
+    if isinstance(budget, _Unset):
+        budget = budget_status(state, cfg, costs)
     if budget is not None:
         for action in sorted(budget.blocked, key=ACTIONS.index):
             reasons.setdefault(action, BUDGET_RULE)
@@ -163,6 +176,14 @@ def actions_left(state: State, reasons: Mapping[str, str]) -> list[str]:
         return []
     # Termination guarantee: when rules block everything else, answering is always possible.
     return [action for action in ACTIONS if action not in reasons]
+
+
+def action_set(
+    state: State, cfg: Configuration, budget: BudgetStatus | None
+) -> tuple[list[str], dict[str, str]]:
+    """A(s) and, for each other action, the rule that blocks it (the controller's one call)."""
+    reasons = invalid_reasons(state, cfg, budget=budget)
+    return actions_left(state, reasons), reasons
 
 
 def valid_actions(state: State, cfg: Configuration, costs: TokenCosts | None = None) -> list[str]:
