@@ -63,10 +63,19 @@ class Statement:
     sentence: str
 
 
+def _short_name(name: str) -> str | None:
+    """The last word of a name of several capitalised words, as a passage about it goes on
+    calling it ("Benson" for "Kris Benson"); None for a one-word or lower-case name."""
+    words = name.split()
+    last = words[-1] if len(words) >= 2 else ""
+    return last if len(last) >= 4 and last[:1].isupper() and last.isalpha() else None
+
+
 def find_statement(answer: str, names: Sequence[str], docs: Sequence[Document]) -> Statement | None:
     """The first sentence that states ``answer`` about one of ``names``: the sentence names it,
-    or the sentence is in a passage about it and names no other subject first (a pronoun or the
-    passage's own subject). With no names, any sentence stating the answer."""
+    or the sentence is in a passage about it and calls it by a pronoun or its last name ("Benson
+    pitched for ..." in Kris Benson's passage). With no names, any sentence stating the
+    answer."""
     for doc in docs:
         its_own = not names or any(about(doc, n) for n in names)
         for sentence in sentences(str(doc.get("text", ""))):
@@ -74,7 +83,11 @@ def find_statement(answer: str, names: Sequence[str], docs: Sequence[Document]) 
                 continue
             if not names or any(mentions(sentence, n) for n in names):
                 return Statement(str(doc.get("id", "")), sentence)
-            if its_own and (_PRONOUN_START.match(sentence) or len(sentences(doc["text"])) == 1):
+            if its_own and (
+                _PRONOUN_START.match(sentence)
+                or len(sentences(doc["text"])) == 1
+                or any(mentions(sentence, short) for short in map(_short_name, names) if short)
+            ):
                 return Statement(str(doc.get("id", "")), sentence)
     return None
 
@@ -134,6 +147,8 @@ _LABELLED_NAME = re.compile(r"\bthe\s+([a-z]+)\s+of\s+([A-Z][\w'’-]*(?:\s+[A-Z
 
 _NAME_RUN = re.compile(r"[A-Z][\w'’-]*(?:\s+(?:of\s+|de\s+|the\s+)?[A-Z][\w'’-]*)*")
 _LEADING = frozenset({"The", "A", "An"})
+MAX_NAME_WORDS = 6
+"""The longest name a shortened answer is given back as."""
 
 
 def whole_name(answer: str, sentence: str) -> str:
@@ -148,8 +163,12 @@ def whole_name(answer: str, sentence: str) -> str:
         while words and words[0] in _LEADING:
             words = words[1:]
         name = " ".join(words)
-        if f" {wanted} " in f" {normalised(name)} " and len(name) > len(answer):
-            return name
+        if (
+            f" {wanted} " in f" {normalised(name)} "
+            and len(name) > len(answer)
+            and len(words) <= min(MAX_NAME_WORDS, len(answer.split()) + 2)
+        ):
+            return name  # a run longer than a name is a list of names ("Starring A B C ...")
     return answer
 
 

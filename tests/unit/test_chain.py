@@ -175,6 +175,14 @@ def test_an_answer_stands_only_on_a_sentence_about_the_hops_entity() -> None:
     assert find_statement("Ambelstead", ["Selkthorn Robotics"], [ada]) is None
     found = find_statement("Ambelstead", ["Ada Voss"], [ada])
     assert found is not None and found.sentence.startswith("Ada Voss was born")
+    # Its own passage may go on by the last name; another passage's "Voss" is not about her.
+    own = {"id": "p-ada", "title": "Ada Voss", "text": "Ada Voss is an engineer. Voss joined "
+           "Orbis Devices in 1999."}  # fmt: skip
+    found = find_statement("Orbis Devices", ["Ada Voss"], [own])
+    assert found is not None and found.sentence.startswith("Voss joined")
+    other = {"id": "p-ben", "title": "Ben Voss", "text": "Ben Voss is a pilot. Voss joined Orbis "
+             "Devices in 2001."}  # fmt: skip
+    assert find_statement("Orbis Devices", ["Ada Voss"], [other]) is None
 
 
 def test_a_sentence_labels_an_answer_with_its_class() -> None:
@@ -289,6 +297,9 @@ def test_a_shortened_name_is_given_whole_as_the_sentence_names_it() -> None:
     assert whole_name("Ilsa", "It was founded in 1990 by Ilsa Marr.") == "Ilsa Marr"
     assert whole_name("1955", "Ilsa Marr was born in 1955 in Prynvale.") == "1955"
     assert whole_name("Prynvale", "Prynvale is a city in the country of Vardonia.") == "Prynvale"
+    # A run of capitalised words longer than a name is a list of names, not one name.
+    credits = "Written by Ada Voss Starring Ilsa Marr Tom Reyl Orla Venn Music by Ben Lark"
+    assert whole_name("Tom Reyl", credits) == "Tom Reyl"
 
 
 @pytest.mark.parametrize(
