@@ -279,8 +279,12 @@ def evaluate(
     report: bool = True,
     workers: int | None = None,
     scheduler: str | None = None,
+    question_ids: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Run ``method`` on the first ``limit`` questions of ``dataset``/``split`` and score it.
+
+    ``question_ids`` keeps only those questions (in the split's order; an unknown id is an
+    error); the open setting still searches the whole split's pooled corpus.
 
     ``retriever`` (default: the method's own where ``cfg`` sets none, see
     :func:`~dynakrag.eval.methods.base.method_configuration`, else the configuration's).
@@ -318,7 +322,16 @@ def evaluate(
 
     started = time.perf_counter()
     pool = load_examples(dataset, split)  # type: ignore[arg-type]
-    examples = pool if limit is None else pool[:limit]
+    if question_ids is not None:
+        wanted = set(question_ids)
+        pool_ids = {example.id for example in pool}
+        unknown = sorted(wanted - pool_ids)
+        if unknown:
+            raise UserInputError(
+                f"{len(unknown)} question id(s) not in {dataset}/{split}, e.g. {unknown[0]!r}"
+            )
+    chosen = pool if question_ids is None else [e for e in pool if e.id in set(question_ids)]
+    examples = chosen if limit is None else chosen[:limit]
     if setting == "distractor":
         empty = [ex for ex in examples if not ex.passages]
         if empty:

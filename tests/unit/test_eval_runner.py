@@ -474,3 +474,13 @@ def test_a_sequential_run_cut_short_resumes_from_its_journal(hotpot, cfg, tmp_pa
     assert len(resumed.kinds) == first_calls  # only the second question was asked again
     assert not journal_path(out).exists()
     assert json.loads(out.read_text())["questions"][0]["id"] == hotpot[0].id
+
+
+@needs_data
+def test_question_ids_keep_those_questions_and_the_open_corpus(hotpot, cfg) -> None:
+    chosen = run(hotpot, cfg, "naive", setting="open", question_ids=[hotpot[1].id])
+    assert [q["id"] for q in chosen["questions"]] == [hotpot[1].id]
+    whole = run(hotpot, cfg, "naive", setting="open")
+    assert chosen["meta"]["corpus_size"] == whole["meta"]["corpus_size"]  # searched the same
+    with pytest.raises(UserInputError, match="not in hotpotqa/eval"):
+        run(hotpot, cfg, "naive", question_ids=["no-such-question"])
