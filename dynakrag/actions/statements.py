@@ -28,7 +28,10 @@ __all__ = [
 ]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“(]?[A-Z0-9])")
-_PRONOUN_START = re.compile(r"^(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
+_PRONOUN_START = re.compile(
+    r"^(?:[^,.;]{0,60},\s+)?(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE
+)
+"""A sentence whose subject is a pronoun, after an opening phrase at most ("In 2011, he ...")."""
 _ALL_CLASS_NOUNS = frozenset().union(*CLASS_NOUNS.values())
 
 

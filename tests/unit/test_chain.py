@@ -180,6 +180,10 @@ def test_an_answer_stands_only_on_a_sentence_about_the_hops_entity() -> None:
            "Orbis Devices in 1999."}  # fmt: skip
     found = find_statement("Orbis Devices", ["Ada Voss"], [own])
     assert found is not None and found.sentence.startswith("Voss joined")
+    later = {"id": "p-ada", "title": "Ada Voss", "text": "Ada Voss is an engineer. In 2004, "
+             "she moved to Orbis Devices."}  # fmt: skip
+    found = find_statement("Orbis Devices", ["Ada Voss"], [later])
+    assert found is not None and found.sentence.startswith("In 2004, she")
     other = {"id": "p-ben", "title": "Ben Voss", "text": "Ben Voss is a pilot. Voss joined Orbis "
              "Devices in 2001."}  # fmt: skip
     assert find_statement("Orbis Devices", ["Ada Voss"], [other]) is None
