@@ -53,7 +53,6 @@ from dynakrag.retrieval.provenance import (
     Hit,
     ProvenanceResult,
     ProvenanceSearchMixin,
-    check_k,
     search_with_provenance,
 )
 from dynakrag.retrieval.views import first_sentence
@@ -245,9 +244,8 @@ class DecomposeSearcher(ProvenanceSearchMixin):
         parts = split_query(query, max_parts=self.max_parts)
         return parts if len(parts) > 1 else []
 
-    def search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
+    def _search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
         """Fused top ``k``; each hit's ``sources`` say which (sub-)query found it."""
-        check_k(k)
         parts = self.sub_queries(query)
         depth = self.candidate_k or fusion_candidate_k(k)
         rankings: dict[str, list[Hit]] = {}
@@ -351,9 +349,8 @@ class RoutedSearcher(ProvenanceSearchMixin):
         assert level is not None
         return avg_idf, level, min(level, len(self.tiers) - 1)
 
-    def search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
+    def _search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
         """Route ``query``, search its tier, and log the decision."""
-        check_k(k)
         avg_idf, level, tier = self._decide(query)
         tier_name, searcher = self.tiers[tier]
         started = time.perf_counter()

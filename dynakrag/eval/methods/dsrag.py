@@ -179,10 +179,8 @@ class NonQDRerankMethod(Method):
         }
 
 
-class EPQDRerankSubQMethod(_EPQDMethod):
-    """EPQD, then the best reranked chunk of each sub-question's top 3."""
-
-    name = "epqd-rerank-subq"
+class _EPQDRerankMethod(_EPQDMethod):
+    """EPQD, retrieval per sub-question, a rerank (:meth:`rerank`), answer."""
 
     def run(
         self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
@@ -190,11 +188,7 @@ class EPQDRerankSubQMethod(_EPQDMethod):
         tally = Tally()
         decomposition = self.decompose(question, llm, cfg, tally)
         lists = self.per_sub_question(searcher, decomposition.sub_questions, tally)
-        best = [
-            minilm_rerank(sub_question, docs, 1)
-            for sub_question, docs in zip(decomposition.sub_questions, lists, strict=True)
-        ]
-        evidence = merge_evidence(*best)
+        evidence, details = self.rerank(question, decomposition.sub_questions, lists)
         actions = ["epqd", "retrieve_per_sub_question", "rerank"]
         prediction = final_answer(self, question, evidence, llm, tally, actions)
         return tally.result(
@@ -203,34 +197,44 @@ class EPQDRerankSubQMethod(_EPQDMethod):
             actions,
             sub_questions=list(decomposition.sub_questions),
             decomposition=decomposition.method,
+            **details,
         )
+
+    def rerank(
+        self, question: str, sub_questions: Sequence[str], lists: list[list[Evidence]]
+    ) -> tuple[list[Evidence], dict[str, Any]]:
+        """The evidence kept from each sub-question's chunks, and details for the result."""
+        raise NotImplementedError
+
+
+class EPQDRerankSubQMethod(_EPQDRerankMethod):
+    """EPQD, then the best reranked chunk of each sub-question's top 3."""
+
+    name = "epqd-rerank-subq"
+
+    def rerank(
+        self, question: str, sub_questions: Sequence[str], lists: list[list[Evidence]]
+    ) -> tuple[list[Evidence], dict[str, Any]]:
+        best = [
+            minilm_rerank(sub_question, docs, 1)
+            for sub_question, docs in zip(sub_questions, lists, strict=True)
+        ]
+        return merge_evidence(*best), {}
 
     def options(self) -> dict[str, Any]:
         return {**super().options(), "top_per_sub_question": 1, "reranker": RERANKER}
 
 
-class EPQDRerankOriginalQMethod(_EPQDMethod):
+class EPQDRerankOriginalQMethod(_EPQDRerankMethod):
     """EPQD, then the pooled sub-question chunks reranked against the question, top 4."""
 
     name = "epqd-rerank-origq"
 
-    def run(
-        self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
-    ) -> MethodResult:
-        tally = Tally()
-        decomposition = self.decompose(question, llm, cfg, tally)
-        pool = merge_evidence(*self.per_sub_question(searcher, decomposition.sub_questions, tally))
-        evidence = minilm_rerank(question, pool, RERANK_TOP_K)
-        actions = ["epqd", "retrieve_per_sub_question", "rerank"]
-        prediction = final_answer(self, question, evidence, llm, tally, actions)
-        return tally.result(
-            prediction,
-            evidence,
-            actions,
-            sub_questions=list(decomposition.sub_questions),
-            decomposition=decomposition.method,
-            candidates=len(pool),
-        )
+    def rerank(
+        self, question: str, sub_questions: Sequence[str], lists: list[list[Evidence]]
+    ) -> tuple[list[Evidence], dict[str, Any]]:
+        pool = merge_evidence(*lists)
+        return minilm_rerank(question, pool, RERANK_TOP_K), {"candidates": len(pool)}
 
     def options(self) -> dict[str, Any]:
         return {**super().options(), "top": RERANK_TOP_K, "reranker": RERANKER}
