@@ -215,6 +215,17 @@ def read_json(path: PathLike, *, max_bytes: int | None = None) -> Any:
         raise ValueError("nested too deeply") from None
 
 
+def loads_json(text: str) -> Any:
+    """The JSON value in ``text``; ``ValueError`` with a short reason (the parser's message, or
+    "nested too deeply") when it is not JSON, for the caller's error naming the source."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(exc.msg) from None
+    except RecursionError:  # absurdly deep nesting: malformed, not a crash
+        raise ValueError("nested too deeply") from None
+
+
 def json_safe(value: Any) -> Any:
     """``value`` made JSON-ready: NaN/inf floats as None, numpy scalars as Python numbers,
     tuples as lists, mapping keys as strings."""
@@ -278,10 +289,9 @@ def read_jsonl(
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-                raise UserInputError(f"{source} line {number}: invalid JSON ({reason})") from None
+                record = loads_json(line)
+            except ValueError as exc:
+                raise UserInputError(f"{source} line {number}: invalid JSON ({exc})") from None
             if schema is not None and (
                 not isinstance(record, dict) or record.get("schema") != schema
             ):

@@ -31,7 +31,7 @@ import random
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
@@ -271,6 +271,14 @@ class RoutedHit(Hit):
     tier_name: str = ""
     avg_idf: float = 0.0
 
+    @classmethod
+    def of(cls, hit: Hit, retriever: str, tier: int, tier_name: str, avg_idf: float) -> RoutedHit:
+        """``hit`` as ``retriever`` returns it after routing to ``tier`` (its other fields kept)."""
+        kept = {field.name: getattr(hit, field.name) for field in fields(Hit)}
+        return cls(
+            **{**kept, "retriever": retriever}, tier=tier, tier_name=tier_name, avg_idf=avg_idf
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """:meth:`Hit.to_dict` plus ``"route": {"tier", "tier_name", "avg_idf"}``."""
         data = super().to_dict()
@@ -374,20 +382,7 @@ class RoutedSearcher(ProvenanceSearchMixin):
             )
         )
         label = f"{self.name}:{tier_name}"
-        routed = [
-            RoutedHit(
-                passage=hit.passage,
-                score=hit.score,
-                retriever=label,
-                rank=hit.rank,
-                sources=hit.sources,
-                via=hit.via,
-                tier=tier,
-                tier_name=tier_name,
-                avg_idf=avg_idf,
-            )
-            for hit in hits
-        ]
+        routed = [RoutedHit.of(hit, label, tier, tier_name, avg_idf) for hit in hits]
         return routed, [{**record, "route_tier": tier_name} for record in dropped]
 
 
