@@ -39,7 +39,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from dynakrag.errors import ConfigurationError, UserInputError
+from dynakrag.errors import ConfigurationError, UserInputError, one_line
 
 __all__ = [
     "MAX_ARCHIVE_BYTES",
@@ -305,18 +305,6 @@ def read_jsonl(
                     raise UserInputError(f"{source} line {number}: {one_line(exc)}") from None
             records.append(record)
     return records
-
-
-def one_line(error: ValueError) -> str:
-    """A validation error in one line: each failing field and what is wrong with it (a pydantic
-    ``ValidationError``), else the error's text."""
-    details = getattr(error, "errors", None)
-    if not callable(details):
-        return str(error)
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg'].removeprefix('Value error, ')}"
-        for e in details()
-    )
 
 
 # --------------------------------------------------------------------------------------------
