@@ -1,4 +1,5 @@
-"""Exception types callers can catch. Every error meant for a user derives from DynakragError."""
+"""Exception types callers can catch (every error meant for a user derives from DynakragError),
+and how a validation error reads in one line."""
 
 from __future__ import annotations
 
@@ -25,3 +26,15 @@ class ModelUnavailableError(DynakragError, RuntimeError):
 
 class DatabaseUnavailableError(DynakragError, RuntimeError):
     """A database server (PostgreSQL) could not be reached, or refused the login."""
+
+
+def one_line(error: ValueError) -> str:
+    """A validation error in one line: each failing field and what is wrong with it (a pydantic
+    ``ValidationError``), else the error's text."""
+    details = getattr(error, "errors", None)
+    if not callable(details):
+        return str(error)
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg'].removeprefix('Value error, ')}"
+        for e in details()
+    )

@@ -39,7 +39,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from dynakrag.errors import ConfigurationError, UserInputError
+from dynakrag.errors import ConfigurationError, UserInputError, one_line
 
 __all__ = [
     "MAX_ARCHIVE_BYTES",
@@ -215,6 +215,17 @@ def read_json(path: PathLike, *, max_bytes: int | None = None) -> Any:
         raise ValueError("nested too deeply") from None
 
 
+def loads_json(text: str) -> Any:
+    """The JSON value in ``text``; ``ValueError`` with a short reason (the parser's message, or
+    "nested too deeply") when it is not JSON, for the caller's error naming the source."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(exc.msg) from None
+    except RecursionError:  # absurdly deep nesting: malformed, not a crash
+        raise ValueError("nested too deeply") from None
+
+
 def json_safe(value: Any) -> Any:
     """``value`` made JSON-ready: NaN/inf floats as None, numpy scalars as Python numbers,
     tuples as lists, mapping keys as strings."""
@@ -278,10 +289,9 @@ def read_jsonl(
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-                raise UserInputError(f"{source} line {number}: invalid JSON ({reason})") from None
+                record = loads_json(line)
+            except ValueError as exc:
+                raise UserInputError(f"{source} line {number}: invalid JSON ({exc})") from None
             if schema is not None and (
                 not isinstance(record, dict) or record.get("schema") != schema
             ):
@@ -295,18 +305,6 @@ def read_jsonl(
                     raise UserInputError(f"{source} line {number}: {one_line(exc)}") from None
             records.append(record)
     return records
-
-
-def one_line(error: ValueError) -> str:
-    """A validation error in one line: each failing field and what is wrong with it (a pydantic
-    ``ValidationError``), else the error's text."""
-    details = getattr(error, "errors", None)
-    if not callable(details):
-        return str(error)
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg'].removeprefix('Value error, ')}"
-        for e in details()
-    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ Counters are merged by addition so each node returns only its own deltas.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, get_args
 
-ACTIONS: tuple[str, ...] = (
+ActionName = Literal[
     "retrieve_more",
     "gap_query",
     "bridge_entity_expand",
@@ -18,8 +18,11 @@ ACTIONS: tuple[str, ...] = (
     "sufficiency_check",
     "stop_answer",
     "compress_answer_evidence",
-)
-"""The seven atomic actions, each a graph node of the same name."""
+]
+"""The nodes the controller may go to (its ``Command``'s return type): the seven actions."""
+
+ACTIONS: tuple[str, ...] = get_args(ActionName)
+"""The seven atomic actions, each a graph node of the same name, in this order."""
 
 ACQUISITION_ACTIONS: frozenset[str] = frozenset(
     {"retrieve_more", "gap_query", "bridge_entity_expand", "rewrite_query"}

@@ -39,7 +39,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from dynakrag.errors import DynakragError, UserInputError
+from dynakrag.errors import DynakragError, UserInputError, one_line
 
 __all__ = [
     "JOURNAL_SCHEMA",
@@ -250,12 +250,21 @@ class Journal:
     ``Journal(path, settings)`` opens (or creates) the file; ``done`` maps each finished key to
     its stored value; ``add(key, value)`` appends and flushes one line; ``remove()`` deletes the
     file once the run's real output is written. A line cut by a crash is ignored (its question
-    is redone). A journal written with other ``settings`` raises :class:`UserInputError`.
+    is redone). A journal written with other ``settings`` raises :class:`UserInputError`, and so
+    does a whole line whose value ``check`` refuses (it raises ``ValueError``, such as a
+    pydantic model's ``model_validate``): one line naming the file, the line and the problem.
     """
 
-    def __init__(self, path: str | os.PathLike[str], settings: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        settings: Mapping[str, Any],
+        *,
+        check: Callable[[Any], object] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.fingerprint = fingerprint(settings)
+        self.check = check
         self.done: dict[str, Any] = {}
         self._file: IO[str] | None = None
         self._restart = False  # no whole header line: written afresh
@@ -278,10 +287,21 @@ class Journal:
                 f"{self.path} holds a partial run with other settings: rerun with the same "
                 "options to resume it, or delete it to start afresh"
             )
-        for line in lines[1:]:
+        for number, line in enumerate(lines[1:], start=2):
             entry = _json_line(line)
             if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+                self._check(entry.get("value"), number)
                 self.done[entry["key"]] = entry.get("value")
+
+    def _check(self, value: Any, number: int) -> None:
+        if self.check is None:
+            return
+        try:
+            self.check(value)
+        except ValueError as exc:  # pydantic's ValidationError is one
+            raise UserInputError(
+                f"{self.path} line {number}: {one_line(exc)} (delete the journal to start afresh)"
+            ) from None
 
     def add(self, key: str, value: Any) -> None:
         """Record ``key`` as finished with ``value`` (JSON-safe), durably. A write that fails

@@ -86,29 +86,40 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
     queried = state.get("queried_gaps", [])
     gaps = open_gaps(sub_questions, queried)
     sufficient = all(answer is not None for answer in answers)
-    entity_details: dict[str, Any] = {}
+    details: dict[str, Any] = {"parsed": parsed, "ungrounded_answers": rejected}
     if cfg.abstain:
         missing = missing_entities(question, evidence)
         searched = {gap.lower() for gap in [*queried, *gaps]}
         gaps += [name for name in missing if name.lower() not in searched]
         sufficient = sufficient and not missing and has_answerable_content(question)
-        entity_details["missing_entities"] = missing
+        details["missing_entities"] = missing
+    bridges = detect_bridge_entities(question, state.get("evidence", []), sub_questions)
+    return _verdict(state, usage, sufficient, gaps, sub_questions, bridges, details)
+
+
+def _verdict(
+    state: State,
+    usage: Usage,
+    sufficient: bool,
+    gaps: list[str],
+    sub_questions: list[SubQuestion],
+    bridge_entities: list[str],
+    details: dict[str, Any],
+    **changes: Any,
+) -> dict[str, Any]:
+    """The check's update: whether the evidence suffices and the gaps, in the state and in the
+    trace entry (with the mode's own ``details``); ``changes``: the mode's own state fields."""
     return action_update(
         state,
         "sufficiency_check",
         usage=usage,
-        details={
-            "sufficient": sufficient,
-            "gaps": gaps,
-            "parsed": parsed,
-            "ungrounded_answers": rejected,
-            **entity_details,
-        },
+        details={"sufficient": sufficient, "gaps": gaps, **details},
+        **changes,
         sub_questions=sub_questions,
         gaps=gaps,
         sufficient=sufficient,
         evidence_count_at_check=len(state.get("evidence", [])),
-        bridge_entities=detect_bridge_entities(question, state.get("evidence", []), sub_questions),
+        bridge_entities=bridge_entities,
     )
 
 
@@ -150,28 +161,17 @@ def _check_chain(state: State, resources: Resources, cfg: Configuration) -> dict
                                                      *hops[index]["queries"]]}  # fmt: skip
             gaps = [] if text.lower() in searched else [text]
     sufficient = chain_complete(hops)
+    details = {
+        **({"plan": planned} if planned else {}),
+        "hops_asked": asked,
+        "hops": [
+            {"hop": i + 1, "status": h["status"], "answer": h["answer"], "why": h["why"]}
+            for i, h in enumerate(hops)
+        ],
+    }
     bridges = detect_bridge_entities(question, evidence, sub_questions)
-    return action_update(
-        state,
-        "sufficiency_check",
-        usage=usage,
-        details={
-            "sufficient": sufficient,
-            "gaps": gaps,
-            **({"plan": planned} if planned else {}),
-            "hops_asked": asked,
-            "hops": [
-                {"hop": i + 1, "status": h["status"], "answer": h["answer"], "why": h["why"]}
-                for i, h in enumerate(hops)
-            ],
-        },
-        hops=hops,
-        sub_questions=sub_questions,
-        gaps=gaps,
-        sufficient=sufficient,
-        evidence_count_at_check=len(evidence),
-        bridge_entities=[*through, *(b for b in bridges if b not in through)],
-    )
+    bridges = [*through, *(b for b in bridges if b not in through)]  # the hop's own first
+    return _verdict(state, usage, sufficient, gaps, sub_questions, bridges, details, hops=hops)
 
 
 def _sub_answer(

@@ -135,11 +135,7 @@ class OraclePolicy(Policy):
         return self.value(state, actions, cfg)
 
     def pick(
-        self,
-        state: State,
-        actions: Sequence[str],
-        scores: Mapping[str, float],
-        cfg: Configuration,
+        self, state: State, actions: Sequence[str], scores: Mapping[str, float], cfg: Configuration
     ) -> str:
         actions = [a for a in actions if a not in self.without] or list(actions)
         values = {a: scores[a] for a in actions}  # the values of the allowed actions

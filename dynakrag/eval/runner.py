@@ -60,6 +60,7 @@ from dynakrag.errors import UserInputError
 from dynakrag.eval import metrics
 from dynakrag.eval.methods import Method, MethodResult, get_method
 from dynakrag.eval.methods.base import method_configuration
+from dynakrag.eval.records import check_eval_record
 from dynakrag.eval.workers import question_key, questions_bar
 from dynakrag.files import write_json
 from dynakrag.llm.cache import SQLiteLLMCache
@@ -369,6 +370,7 @@ def evaluate(
         index_s += time.perf_counter() - tick
 
     llm_cache = SQLiteLLMCache.in_dir(cfg.cache_dir) if cache else None
+    journal: Journal | None = None  # a journal that cannot be read leaves none to close
     try:
         llm = llm_client_from_config(cfg, chat_model=chat_model, cache=llm_cache)
         models: dict[str, Any] = dict(llm_description(cfg, chat_model))
@@ -387,6 +389,7 @@ def evaluate(
                 _journal_settings(
                     runner, cfg, examples, retriever=retriever, seed=seed, no_answer=no_answer
                 ),
+                check=check_eval_record,
             )
             if out_path is not None
             else None

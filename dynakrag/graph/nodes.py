@@ -13,7 +13,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import Any
 
 from dynakrag.actions.bridge_entity_expand import bridge_entity_expand
 from dynakrag.actions.common import Resources
@@ -25,7 +25,7 @@ from dynakrag.actions.stop_answer import stop_answer
 from dynakrag.actions.sufficiency_check import sufficiency_check
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
-from dynakrag.state import ACTIONS, State, initial_state
+from dynakrag.state import ACTIONS, ActionName, State, initial_state
 
 __all__ = [
     "ACTION_FUNCTIONS",
@@ -40,19 +40,6 @@ __all__ = [
     "run_action",
     "validate_question",
 ]
-
-ActionName = Literal[
-    "retrieve_more",
-    "gap_query",
-    "bridge_entity_expand",
-    "rewrite_query",
-    "sufficiency_check",
-    "stop_answer",
-    "compress_answer_evidence",
-]
-"""The nodes the controller may go to (its ``Command``'s return type): the seven actions."""
-if get_args(ActionName) != ACTIONS:
-    raise RuntimeError("ActionName must list dynakrag.state.ACTIONS, in their order")
 
 ActionFn = Callable[[State, Resources, Configuration], dict[str, Any]]
 

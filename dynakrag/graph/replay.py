@@ -66,11 +66,7 @@ class _Forced(Policy):
         return self.inner.scores(state, actions, cfg)
 
     def pick(
-        self,
-        state: State,
-        actions: Sequence[str],
-        scores: Mapping[str, float],
-        cfg: Configuration,
+        self, state: State, actions: Sequence[str], scores: Mapping[str, float], cfg: Configuration
     ) -> str:
         return self.action
 

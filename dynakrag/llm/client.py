@@ -329,6 +329,47 @@ class LLMClient:
         return self.failed_requests > 0 and self.replies == 0
 
 
+class ClientWrapper(LLMClient):
+    """An :class:`LLMClient` around ``inner``, whose model, settings and health it reads
+    through (no ``LLMClient.__init__``). A subclass overrides the calls it changes; the others
+    run :class:`LLMClient`'s code over :meth:`_call`, which asks ``inner``."""
+
+    def __init__(self, inner: LLMClient) -> None:
+        self.inner = inner
+
+    @property
+    def model(self) -> BaseChatModel:
+        return self.inner.model
+
+    @property
+    def json_mode(self) -> bool:
+        return self.inner.json_mode
+
+    @property
+    def json_retries(self) -> int:  # type: ignore[override]
+        return self.inner.json_retries
+
+    @property
+    def failed_requests(self) -> int:  # type: ignore[override]
+        return self.inner.failed_requests
+
+    @property
+    def replies(self) -> int:  # type: ignore[override]
+        return self.inner.replies
+
+    @property
+    def last_error(self) -> str | None:  # type: ignore[override]
+        return self.inner.last_error
+
+    def reply(
+        self, messages: Messages, *, max_tokens: int | None = None, logprobs: bool = False
+    ) -> tuple[Any | None, Usage]:
+        return self.inner.reply(messages, max_tokens=max_tokens, logprobs=logprobs)
+
+    def _call(self, messages: Messages, **options: Any) -> tuple[str | None, Usage]:
+        return self.inner._call(messages, **options)
+
+
 def _pause(seconds: float) -> None:
     """The retryer's sleep: none at all for no wait (an empty reply is asked again at once)."""
     if seconds > 0:

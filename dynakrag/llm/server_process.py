@@ -2,7 +2,8 @@
 
 :class:`EmbeddedServer` starts ``llama_cpp.server`` (see :mod:`dynakrag.llm.server_command`),
 waits until it answers, restarts it once after it died, and keeps its log. The port, health and
-log helpers here serve :class:`dynakrag.llm.shared_server.SharedServer` too.
+log helpers here, and :class:`ServerBase`, serve :class:`dynakrag.llm.shared_server.SharedServer`
+too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Self
 
 from dynakrag.errors import ModelUnavailableError
 from dynakrag.llm.embedded_models import EmbeddedModel, embedded_model
@@ -81,7 +83,73 @@ def prune_server_logs(logs: Path, keep: int = _LOGS_KEPT) -> None:
             path.unlink(missing_ok=True)
 
 
-class EmbeddedServer:
+class ServerBase:
+    """What :class:`EmbeddedServer` and :class:`~dynakrag.llm.shared_server.SharedServer`
+    share: their settings, the log of the current server process, one restart after the server
+    died, and use as a context manager (``start`` on entry, ``stop`` on exit)."""
+
+    def __init__(
+        self,
+        cache_dir: Path | None,
+        host: str,
+        settings: ServerSettings | None,
+        startup_timeout: float,
+        command_factory: Callable[[int], Sequence[str]] | None,
+        spec: EmbeddedModel | str | None,
+    ) -> None:
+        if cache_dir is None:
+            from dynakrag.configuration import default_cache_dir
+
+            cache_dir = default_cache_dir()
+        self.cache_dir = Path(cache_dir)
+        self.spec = embedded_model(spec)
+        self.host = host
+        self.settings = settings or ServerSettings.from_configuration()
+        self.startup_timeout = startup_timeout
+        self._command_factory = command_factory
+        self._log_path: Path | None = None
+        self._deaths = 0
+        self._lock = threading.RLock()
+
+    @property
+    def port(self) -> int:  # pragma: no cover - each server knows its own
+        raise NotImplementedError
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-compatible base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def log_path(self) -> Path | None:
+        """The log file (stdout and stderr) of the current or last server process."""
+        return self._log_path
+
+    def start(self) -> Self:  # pragma: no cover - each server starts its own way
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _count_death(self, exit_code: int | None = None) -> None:
+        """Count that the server died: the first death is restarted, the second is final."""
+        self._deaths += 1
+        if self._deaths > 1:
+            code = "" if exit_code is None else f" (exit code {exit_code})"
+            raise ModelUnavailableError(
+                f"the embedded model server died again{code} after one restart; giving up. "
+                f"Last log lines from {self._log_path}:\n"
+                f"{log_tail(self._log_path) if self._log_path else ''}"
+            )
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+class EmbeddedServer(ServerBase):
     """One ``llama_cpp.server`` subprocess on a free local port.
 
     ``command_factory(port)`` overrides the server argv (tests start a stand-in); without it
@@ -101,24 +169,12 @@ class EmbeddedServer:
         progress: bool = True,
         spec: EmbeddedModel | str | None = None,
     ) -> None:
-        if cache_dir is None:
-            from dynakrag.configuration import default_cache_dir
-
-            cache_dir = default_cache_dir()
-        self.cache_dir = Path(cache_dir)
-        self.spec = embedded_model(spec)
-        self.model = model
-        self.host = host
-        self.settings = settings or ServerSettings.from_configuration()
-        self.startup_timeout = startup_timeout
+        super().__init__(cache_dir, host, settings, startup_timeout, command_factory, spec)
         self.progress = progress
-        self._command_factory = command_factory
+        self.model = model
         self._requested_port = port
         self._port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
-        self._log_path: Path | None = None
-        self._deaths = 0
-        self._lock = threading.RLock()
 
     # --- properties ------------------------------------------------------------------------
 
@@ -130,19 +186,9 @@ class EmbeddedServer:
         return self._port
 
     @property
-    def base_url(self) -> str:
-        """OpenAI-compatible base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
-        return f"http://{self.host}:{self.port}/v1"
-
-    @property
     def pid(self) -> int | None:
         """Process id of the running server, or None."""
         return self._process.pid if self._process is not None else None
-
-    @property
-    def log_path(self) -> Path | None:
-        """The log file (stdout and stderr) of the current or last server process."""
-        return self._log_path
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -180,14 +226,7 @@ class EmbeddedServer:
             if self.is_alive():
                 return self
             if self._process is not None:
-                self._deaths += 1
-                code = self._process.returncode
-                if self._deaths > 1:
-                    raise ModelUnavailableError(
-                        f"the embedded model server died again (exit code {code}) after one "
-                        f"restart; giving up. Last log lines from {self._log_path}:\n"
-                        f"{log_tail(self._log_path) if self._log_path else ''}"
-                    )
+                self._count_death(self._process.returncode)
             return self.start()
 
     def stop(self) -> None:
@@ -199,12 +238,6 @@ class EmbeddedServer:
                 return
             stop_process(process)
             self._close_stdin(process)
-
-    def __enter__(self) -> EmbeddedServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     # --- internals -------------------------------------------------------------------------
 

@@ -13,17 +13,17 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from dynakrag.errors import ModelUnavailableError
-from dynakrag.llm.embedded_models import DEFAULT_EMBEDDED_MODEL, EmbeddedModel, embedded_model
+from dynakrag.llm.embedded_models import DEFAULT_EMBEDDED_MODEL, EmbeddedModel
 from dynakrag.llm.model_assembly import assemble_model, exclusive_file_lock
 from dynakrag.llm.server_command import llama_command_factory
 from dynakrag.llm.server_process import (
+    ServerBase,
     find_free_port,
     health_ok,
     log_tail,
@@ -48,7 +48,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class SharedServer:
+class SharedServer(ServerBase):
     """The machine's one embedded model server, found or started, used under a lease.
 
     Every process that wants the model takes the registry lock
@@ -83,21 +83,12 @@ class SharedServer:
         progress: bool = True,
         spec: EmbeddedModel | str | None = None,
     ) -> None:
-        if cache_dir is None:
-            from dynakrag.configuration import default_cache_dir
-
-            cache_dir = default_cache_dir()
-        self.cache_dir = Path(cache_dir)
-        self.spec = embedded_model(spec)
-        self.host = host
-        self.settings = settings or ServerSettings.from_configuration()
+        super().__init__(cache_dir, host, settings, startup_timeout, command_factory, spec)
+        self.progress = progress
         self.identity = identity or f"{self.spec.sha256}:{self.settings.identity()}"
         if idle_s is None:
             idle_s = float(os.environ.get("DYNAKRAG_SERVER_IDLE_S") or DEFAULT_IDLE_S)
         self.idle_s = idle_s
-        self.startup_timeout = startup_timeout
-        self.progress = progress
-        self._command_factory = command_factory
         # One registry per model: servers of two models live side by side.
         default = self.spec.name == DEFAULT_EMBEDDED_MODEL
         directory = self.cache_dir / ("server" if default else f"server-{self.spec.name}")
@@ -106,9 +97,6 @@ class SharedServer:
         self._entry: dict[str, Any] | None = None
         self._lease: IO[str] | None = None
         self._supervisor: subprocess.Popen[bytes] | None = None
-        self._log_path: Path | None = None
-        self._deaths = 0
-        self._lock = threading.RLock()
 
     # --- the EmbeddedServer interface ---------------------------------------------------------
 
@@ -119,16 +107,8 @@ class SharedServer:
         return int(self._entry["port"])
 
     @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    @property
     def pid(self) -> int | None:
         return int(self._entry["server_pid"]) if self._entry else None
-
-    @property
-    def log_path(self) -> Path | None:
-        return self._log_path
 
     @property
     def started_here(self) -> bool:
@@ -161,13 +141,7 @@ class SharedServer:
         """Start or join the server; after it died, restart it once, then give up."""
         with self._lock:
             if self._entry is not None and not self.is_alive():
-                self._deaths += 1
-                if self._deaths > 1:
-                    raise ModelUnavailableError(
-                        "the embedded model server died again after one restart; giving up. "
-                        f"Last log lines from {self._log_path}:\n"
-                        f"{log_tail(self._log_path) if self._log_path else ''}"
-                    )
+                self._count_death()
             return self.start()
 
     def stop(self) -> None:
@@ -194,12 +168,6 @@ class SharedServer:
             if self._supervisor is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self._supervisor.wait(timeout=5)
-
-    def __enter__(self) -> SharedServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     # --- internals ------------------------------------------------------------------------
 

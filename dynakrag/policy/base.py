@@ -55,11 +55,7 @@ class Policy(ABC):
         return {a: values[a] - cfg.cost_lambda * action_cost(a, state, cfg) for a in actions}
 
     def pick(
-        self,
-        state: State,
-        actions: Sequence[str],
-        scores: Mapping[str, float],
-        cfg: Configuration,
+        self, state: State, actions: Sequence[str], scores: Mapping[str, float], cfg: Configuration
     ) -> str:
         """The best-scoring valid action; ties go to the earlier action in ACTIONS."""
         return max(actions, key=lambda a: (scores[a], -ACTIONS.index(a)))

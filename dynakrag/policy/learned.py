@@ -24,6 +24,7 @@ files without it load as before).
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
@@ -164,24 +165,22 @@ class LearnedPolicy(Policy):
 
     def with_ablated_continuation(self, ablate: bool = True) -> LearnedPolicy:
         """The same models with the continuation guard switched off (or on)."""
-        return LearnedPolicy(
-            self.value_model,
-            self.continuation_model,
-            continuation_margin=self.continuation_margin,
-            guard_penalty=self.guard_penalty,
-            action_costs=self.action_costs,
-            training_data_sha256=self.training_data_sha256,
-            ablate_continuation=ablate,
-            info=self.info,
-            feature_version=self.feature_version,
-            calibration=self.calibration,
-        )
+        twin = self._twin()
+        twin.ablate_continuation = bool(ablate)
+        return twin
 
     def with_calibration(self, calibration: CalibrationCurve | None) -> LearnedPolicy:
         """The same policy carrying ``calibration`` (what ``dynakrag calibrate`` saves)."""
-        copy = self.with_ablated_continuation(self.ablate_continuation)
-        copy.calibration = calibration
-        return copy
+        twin = self._twin()
+        twin.calibration = calibration
+        return twin
+
+    def _twin(self) -> LearnedPolicy:
+        """A copy sharing the models; its dicts are its own, as a newly built policy's."""
+        twin = copy.copy(self)
+        twin.action_costs = dict(self.action_costs)
+        twin.info = dict(self.info)
+        return twin
 
     # --- files ----------------------------------------------------------------------------
 

@@ -25,20 +25,6 @@ from pydantic_core import core_schema
 
 from dynakrag.prompts.dsrag import ANALYSIS_MAX_DETAILS, ANALYSIS_MAX_ITEMS
 
-__all__ = [
-    "ANALYSIS_SCHEMA",
-    "AnalysisItem",
-    "AnalysisReply",
-    "AnswerReply",
-    "AnswersReply",
-    "EntitiesReply",
-    "Reply",
-    "SubQuestionsReply",
-    "SupportedReply",
-    "Triple",
-    "TriplesReply",
-]
-
 
 class _PlainSchema(GenerateJsonSchema):
     """JSON schema without titles or descriptions: only what constrains the reply, its keys in

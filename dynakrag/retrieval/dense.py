@@ -14,7 +14,7 @@ from langchain_core.embeddings import Embeddings
 from dynakrag.errors import CorpusError, UserInputError
 from dynakrag.files import read_json, sha256_file, write_bytes_atomic, write_json
 from dynakrag.progress import progress_bar
-from dynakrag.retrieval.passage import Passage, passages_jsonl, read_passages_jsonl
+from dynakrag.retrieval.passage import IndexedPassages, Passage, passages_jsonl, read_passages_jsonl
 from dynakrag.retrieval.provenance import ProvenanceMixin
 
 FORMAT_VERSION = 1
@@ -99,7 +99,7 @@ def _embedded_batches(
             bar.update(len(batch))
 
 
-class DenseIndex(ProvenanceMixin):
+class DenseIndex(IndexedPassages, ProvenanceMixin):
     """Passages plus their embeddings in a FAISS ``IndexFlatIP`` (exact cosine search)."""
 
     name = "dense"
@@ -147,14 +147,6 @@ class DenseIndex(ProvenanceMixin):
         return cls(index, passages, embeddings)
 
     # --- querying -----------------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return len(self._passages)
-
-    @property
-    def passages(self) -> tuple[Passage, ...]:
-        """The indexed passages, in index order."""
-        return self._passages
 
     @property
     def dimension(self) -> int:

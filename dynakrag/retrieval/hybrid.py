@@ -176,10 +176,9 @@ class HybridRetriever(ProvenanceSearchMixin):
         self.candidate_k = candidate_k
         self.name = name
 
-    def search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
+    def _search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
         """The fused top ``k`` as :class:`Hit` objects, plus every candidate left out (each
         retriever's own drops first, then duplicates and the fused cutoff)."""
-        check_k(k)
         depth = self.candidate_k or fusion_candidate_k(k)
         rankings: dict[str, list[Hit]] = {}
         dropped: list[Dropped] = []

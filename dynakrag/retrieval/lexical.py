@@ -21,7 +21,7 @@ from bm25s.stopwords import STOPWORDS_EN
 
 from dynakrag.errors import CorpusError, UserInputError
 from dynakrag.files import read_json, sha256_file, write_bytes_atomic, write_json
-from dynakrag.retrieval.passage import Passage, passages_jsonl, read_passages_jsonl
+from dynakrag.retrieval.passage import IndexedPassages, Passage, passages_jsonl, read_passages_jsonl
 from dynakrag.retrieval.provenance import ProvenanceMixin, check_k
 
 FORMAT_VERSION = 1
@@ -56,7 +56,7 @@ def _document_text(passage: Passage) -> str:
     return f"{passage.title}\n{passage.text}" if passage.title else passage.text
 
 
-class BM25Index(ProvenanceMixin):
+class BM25Index(IndexedPassages, ProvenanceMixin):
     """Passages plus a ``bm25s`` BM25 index (Lucene scoring, ``k1``/``b`` configurable)."""
 
     name = "bm25"
@@ -112,14 +112,6 @@ class BM25Index(ProvenanceMixin):
         return cls(model, passages)
 
     # --- querying -----------------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return len(self._passages)
-
-    @property
-    def passages(self) -> tuple[Passage, ...]:
-        """The indexed passages, in index order."""
-        return self._passages
 
     @property
     def vocabulary_size(self) -> int:

@@ -40,6 +40,20 @@ class Passage:
         return cls(id=fields[0], title=fields[1], text=fields[2], parent_id=parent)
 
 
+class IndexedPassages:
+    """The passages of an index, in index order (``_passages``, set by the index)."""
+
+    _passages: tuple[Passage, ...]
+
+    def __len__(self) -> int:
+        return len(self._passages)
+
+    @property
+    def passages(self) -> tuple[Passage, ...]:
+        """The indexed passages, in index order."""
+        return self._passages
+
+
 def passages_jsonl(passages: Sequence[Passage]) -> bytes:
     """The ``passages.jsonl`` bytes of an index: one sorted-key JSON object a line, UTF-8."""
     lines = [json.dumps(p.to_dict(), ensure_ascii=False, sort_keys=True) for p in passages]

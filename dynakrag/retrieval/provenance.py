@@ -121,11 +121,17 @@ class ProvenanceMixin:
 
 class ProvenanceSearchMixin:
     """The converse of :class:`ProvenanceMixin`, for retrievers whose provenance search is
-    primary: ``search`` is ``search_with_provenance`` without the bookkeeping."""
+    primary (``_search_with_provenance``, called with a checked ``k``): ``search`` is
+    ``search_with_provenance`` without the bookkeeping."""
 
     name: str = "searcher"
 
-    def search_with_provenance(self, query: str, k: int) -> ProvenanceResult:  # pragma: no cover
+    def search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
+        """The ``k`` best passages for ``query`` as hits, and the candidates left out."""
+        check_k(k)
+        return self._search_with_provenance(query, k)
+
+    def _search_with_provenance(self, query: str, k: int) -> ProvenanceResult:  # pragma: no cover
         raise NotImplementedError
 
     def search(self, query: str, k: int) -> list[tuple[Passage, float]]:

@@ -19,7 +19,6 @@ from dynakrag.retrieval.provenance import (
     Hit,
     ProvenanceResult,
     ProvenanceSearchMixin,
-    check_k,
     search_with_provenance,
     searcher_name,
 )
@@ -129,10 +128,9 @@ class ParentDocumentRetriever(ProvenanceSearchMixin):
             raise CorpusError("no passage has any text to split into children")
         return cls(index_factory(children), parents, name=name, candidate_k=candidate_k)
 
-    def search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
+    def _search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
         """The ``k`` best parents as hits (``via``: matching child ids, best first) and the
         dropped children / parents with reasons."""
-        check_k(k)
         depth = self.candidate_k or unit_candidate_k(k)
         max_depth = depth * _MAX_WIDENING
         unit_source = searcher_name(self.searcher)

@@ -31,7 +31,7 @@ import random
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
@@ -53,7 +53,6 @@ from dynakrag.retrieval.provenance import (
     Hit,
     ProvenanceResult,
     ProvenanceSearchMixin,
-    check_k,
     search_with_provenance,
 )
 from dynakrag.retrieval.views import first_sentence
@@ -245,9 +244,8 @@ class DecomposeSearcher(ProvenanceSearchMixin):
         parts = split_query(query, max_parts=self.max_parts)
         return parts if len(parts) > 1 else []
 
-    def search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
+    def _search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
         """Fused top ``k``; each hit's ``sources`` say which (sub-)query found it."""
-        check_k(k)
         parts = self.sub_queries(query)
         depth = self.candidate_k or fusion_candidate_k(k)
         rankings: dict[str, list[Hit]] = {}
@@ -272,6 +270,14 @@ class RoutedHit(Hit):
     tier: int = 0
     tier_name: str = ""
     avg_idf: float = 0.0
+
+    @classmethod
+    def of(cls, hit: Hit, retriever: str, tier: int, tier_name: str, avg_idf: float) -> RoutedHit:
+        """``hit`` as ``retriever`` returns it after routing to ``tier`` (its other fields kept)."""
+        kept = {field.name: getattr(hit, field.name) for field in fields(Hit)}
+        return cls(
+            **{**kept, "retriever": retriever}, tier=tier, tier_name=tier_name, avg_idf=avg_idf
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """:meth:`Hit.to_dict` plus ``"route": {"tier", "tier_name", "avg_idf"}``."""
@@ -351,9 +357,8 @@ class RoutedSearcher(ProvenanceSearchMixin):
         assert level is not None
         return avg_idf, level, min(level, len(self.tiers) - 1)
 
-    def search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
+    def _search_with_provenance(self, query: str, k: int) -> ProvenanceResult:
         """Route ``query``, search its tier, and log the decision."""
-        check_k(k)
         avg_idf, level, tier = self._decide(query)
         tier_name, searcher = self.tiers[tier]
         started = time.perf_counter()
@@ -377,20 +382,7 @@ class RoutedSearcher(ProvenanceSearchMixin):
             )
         )
         label = f"{self.name}:{tier_name}"
-        routed = [
-            RoutedHit(
-                passage=hit.passage,
-                score=hit.score,
-                retriever=label,
-                rank=hit.rank,
-                sources=hit.sources,
-                via=hit.via,
-                tier=tier,
-                tier_name=tier_name,
-                avg_idf=avg_idf,
-            )
-            for hit in hits
-        ]
+        routed = [RoutedHit.of(hit, label, tier, tier_name, avg_idf) for hit in hits]
         return routed, [{**record, "route_tier": tier_name} for record in dropped]
 
 

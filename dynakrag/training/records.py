@@ -64,8 +64,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from dynakrag.errors import UserInputError
-from dynakrag.files import atomic_writer, one_line, read_jsonl
+from dynakrag.errors import UserInputError, one_line
+from dynakrag.files import atomic_writer, read_jsonl
 from dynakrag.state import ACTIONS
 
 __all__ = [

@@ -19,17 +19,14 @@ the memo. What the model really spent is counted apart (:attr:`RequestMemo.spent
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
-
-from dynakrag.llm.client import NO_USAGE, LLMClient, Messages, Usage
+from dynakrag.llm.client import NO_USAGE, ClientWrapper, LLMClient, Messages, Usage
 
 __all__ = ["RequestMemo"]
 
 
-class RequestMemo(LLMClient):
+class RequestMemo(ClientWrapper):
     """``client`` with a memory of its replies (for one question) and a count of its requests.
 
     Every request goes to ``client`` (its retries, failure counters and truncation handling),
@@ -39,8 +36,7 @@ class RequestMemo(LLMClient):
     """
 
     def __init__(self, client: LLMClient, *, remember: bool = True) -> None:
-        # No LLMClient.__init__: model, retries and health counters are ``client``'s.
-        self.client = client
+        super().__init__(client)  # the model, retries and health counters are ``client``'s
         self.remember = remember
         self._replies: dict[str, tuple[str, Usage]] = {}
         self.hits = 0
@@ -48,57 +44,20 @@ class RequestMemo(LLMClient):
         self.spent = NO_USAGE
         """What the requests sent to the model cost (``llm_calls`` counts attempts)."""
 
-    # The wrapped client's model, settings and health, read through.
-    @property
-    def model(self) -> BaseChatModel:
-        return self.client.model
-
-    @property
-    def json_mode(self) -> bool:
-        return self.client.json_mode
-
-    @property
-    def json_retries(self) -> int:  # type: ignore[override]
-        return self.client.json_retries
-
-    @property
-    def failed_requests(self) -> int:  # type: ignore[override]
-        return self.client.failed_requests
-
-    @property
-    def replies(self) -> int:  # type: ignore[override]
-        return self.client.replies
-
-    @property
-    def last_error(self) -> str | None:  # type: ignore[override]
-        return self.client.last_error
-
     def reply(
         self, messages: Messages, *, max_tokens: int | None = None, logprobs: bool = False
     ) -> tuple[Any | None, Usage]:
-        message, usage = self.client.reply(messages, max_tokens=max_tokens, logprobs=logprobs)
+        message, usage = self.inner.reply(messages, max_tokens=max_tokens, logprobs=logprobs)
         self.spent += usage
         return message, usage
 
-    def _call(
-        self,
-        messages: Messages,
-        *,
-        json_reply: bool,
-        max_tokens: int | None = None,
-        schema: Mapping[str, Any] | None = None,
-    ) -> tuple[str | None, Usage]:
-        key = json.dumps(
-            [list(map(list, messages)), json_reply, max_tokens, schema],
-            sort_keys=True,
-            ensure_ascii=False,
-        )
+    def _call(self, messages: Messages, **options: Any) -> tuple[str | None, Usage]:
+        # The request is the messages and the call's options (JSON or text, budget, schema).
+        key = json.dumps([list(map(list, messages)), options], sort_keys=True, ensure_ascii=False)
         if self.remember and key in self._replies:
             self.hits += 1
             return self._replies[key]
-        text, usage = self.client._call(
-            messages, json_reply=json_reply, max_tokens=max_tokens, schema=schema
-        )
+        text, usage = self.inner._call(messages, **options)
         self.spent += usage
         if self.remember and text is not None:  # a failure is not remembered
             self._replies[key] = (text, usage)

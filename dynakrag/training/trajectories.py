@@ -73,7 +73,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import StateSnapshot
 
 from dynakrag.errors import UserInputError
-from dynakrag.files import canonical_json_line
+from dynakrag.files import canonical_json_line, loads_json
 from dynakrag.graph.runlog import (
     RUN_TAG_PREFIX,
     LogTarget,
@@ -374,10 +374,10 @@ def read_log_records(target: LogTarget) -> list[dict[str, Any]]:
     for row in rows:
         row_id, text = (row["id"], row["record"]) if isinstance(row, Mapping) else row
         try:
-            record = json.loads(text)
-        except json.JSONDecodeError as exc:
+            record = loads_json(text)
+        except ValueError as exc:
             raise UserInputError(
-                f"{describe_log(target)}: record {row_id} is not valid JSON ({exc.msg})"
+                f"{describe_log(target)}: record {row_id} is not valid JSON ({exc})"
             ) from None
         if not isinstance(record, dict):
             raise UserInputError(f"{describe_log(target)}: record {row_id} is not a JSON object")

@@ -484,3 +484,37 @@ def test_question_ids_keep_those_questions_and_the_open_corpus(hotpot, cfg) -> N
     assert chosen["meta"]["corpus_size"] == whole["meta"]["corpus_size"]  # searched the same
     with pytest.raises(UserInputError, match="not in hotpotqa/eval"):
         run(hotpot, cfg, "naive", question_ids=["no-such-question"])
+
+
+@needs_data
+def test_a_journal_record_that_is_not_an_eval_record_fails_in_one_line(
+    hotpot, cfg, tmp_path: Path
+) -> None:
+    """Resuming reads the journal's records through EvalRecord: a record with a mistyped key
+    fails naming the journal and the line, not later as a KeyError in the summary."""
+    from dynakrag.workers import journal_path
+
+    out = tmp_path / "run.json"
+    with pytest.raises(KeyboardInterrupt):
+        run(hotpot, cfg, "naive", chat_model=_dies_on(hotpot[1].question), out=out, cache=False)
+    journal = journal_path(out)
+    header, line = journal.read_text(encoding="utf-8").splitlines()
+    entry = json.loads(line)
+    entry["value"]["predicton"] = entry["value"].pop("prediction")  # the mistyped key
+    journal.write_text(f"{header}\n{json.dumps(entry)}\n", encoding="utf-8")
+    with pytest.raises(UserInputError) as refused:
+        run(hotpot, cfg, "naive", out=out, cache=False)
+    message = str(refused.value)
+    assert message.startswith(f"{journal} line 2: prediction: Field required")
+    assert "\n" not in message
+
+
+def _dies_on(question: str) -> ScriptedChatModel:
+    """A model that answers until it is asked about ``question``, then is interrupted."""
+
+    def respond(messages: list[BaseMessage]) -> str:
+        if any(question in str(message.content) for message in messages):
+            raise KeyboardInterrupt
+        return "Unknown"
+
+    return ScriptedChatModel(respond=respond)

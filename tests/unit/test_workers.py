@@ -46,6 +46,22 @@ def test_a_journal_of_other_settings_is_refused(tmp_path: Path) -> None:
         Journal(path, SETTINGS)
 
 
+def test_a_journal_line_its_check_refuses_is_named_in_one_line(tmp_path: Path) -> None:
+    def positive(value: object) -> None:
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"not a positive count: {value!r}")
+
+    path = tmp_path / "j.jsonl"
+    with Journal(path, SETTINGS) as journal:
+        journal.add("q1", 1)
+        journal.add("q2", -2)
+    with pytest.raises(UserInputError) as refused:
+        Journal(path, SETTINGS, check=positive)
+    message = str(refused.value)
+    assert message.startswith(f"{path} line 3: not a positive count: -2") and "\n" not in message
+    assert Journal(path, SETTINGS).done == {"q1": 1, "q2": -2}  # no check: read as written
+
+
 def test_worker_cache_builds_once_per_key() -> None:
     built: list[str] = []
 

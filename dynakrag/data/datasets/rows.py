@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dynakrag.errors import CorpusError
+from dynakrag.files import loads_json
 
 
 def raw_rows(path: Path) -> list[Any]:
@@ -36,11 +37,9 @@ def raw_rows(path: Path) -> list[Any]:
             out.append(None)
             continue
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"malformed row {row} of {path}: invalid JSON ({exc.msg})") from exc
-        except RecursionError:
-            raise CorpusError(f"malformed row {row} of {path}: nested too deeply") from None
+            out.append(loads_json(line))
+        except ValueError as exc:
+            raise CorpusError(f"malformed row {row} of {path}: invalid JSON ({exc})") from None
     return out
 
 

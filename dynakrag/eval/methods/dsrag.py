@@ -36,6 +36,7 @@ from dynakrag.llm.client import LLMClient
 from dynakrag.retrieval.base import Searcher
 
 if TYPE_CHECKING:
+    from dynakrag.dsrag.analysis import QuestionAnalysis
     from dynakrag.dsrag.epqd import Decomposition
     from dynakrag.dsrag.text_encoder import TextEncoder
 
@@ -103,6 +104,29 @@ class _EPQDMethod(Method):
             tally.add(retrievals=1)
         return lists
 
+    def answer(
+        self,
+        question: str,
+        evidence: list[Evidence],
+        llm: LLMClient,
+        tally: Tally,
+        selection: str,
+        split: Decomposition | QuestionAnalysis,
+        **details: Any,
+    ) -> MethodResult:
+        """Answer from ``evidence`` (chosen by the action ``selection``) and report the
+        sub-questions ``split`` made, with the method's own ``details``."""
+        actions = ["epqd", "retrieve_per_sub_question", selection]
+        prediction = final_answer(self, question, evidence, llm, tally, actions)
+        return tally.result(
+            prediction,
+            evidence,
+            actions,
+            sub_questions=list(split.sub_questions),
+            decomposition=split.method,
+            **details,
+        )
+
     def options(self) -> dict[str, Any]:
         return {**super().options(), "subq_k": SUB_QUESTION_K}
 
@@ -131,15 +155,14 @@ class DsragMethod(_EPQDMethod):
             analysis, [(doc["id"], doc["text"]) for doc in candidates], cfg
         )
         evidence = [by_id[chunk_id] for chunk_id in selection.selected_ids]
-        actions = ["epqd", "retrieve_per_sub_question", "dics"]
-        prediction = final_answer(self, question, evidence, llm, tally, actions)
         criteria = selection.criteria
-        return tally.result(
-            prediction,
+        return self.answer(
+            question,
             evidence,
-            actions,
-            sub_questions=list(analysis.sub_questions),
-            decomposition=analysis.method,
+            llm,
+            tally,
+            "dics",
+            analysis,
             extraction=analysis.record(),
             candidates=len(candidates),
             criteria=[criterion.text for criterion in criteria.criteria],
@@ -179,10 +202,8 @@ class NonQDRerankMethod(Method):
         }
 
 
-class EPQDRerankSubQMethod(_EPQDMethod):
-    """EPQD, then the best reranked chunk of each sub-question's top 3."""
-
-    name = "epqd-rerank-subq"
+class _EPQDRerankMethod(_EPQDMethod):
+    """EPQD, retrieval per sub-question, a rerank (:meth:`rerank`), answer."""
 
     def run(
         self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
@@ -190,47 +211,44 @@ class EPQDRerankSubQMethod(_EPQDMethod):
         tally = Tally()
         decomposition = self.decompose(question, llm, cfg, tally)
         lists = self.per_sub_question(searcher, decomposition.sub_questions, tally)
+        evidence, details = self.rerank(question, decomposition.sub_questions, lists)
+        return self.answer(question, evidence, llm, tally, "rerank", decomposition, **details)
+
+    def rerank(
+        self, question: str, sub_questions: Sequence[str], lists: list[list[Evidence]]
+    ) -> tuple[list[Evidence], dict[str, Any]]:
+        """The evidence kept from each sub-question's chunks, and details for the result."""
+        raise NotImplementedError
+
+
+class EPQDRerankSubQMethod(_EPQDRerankMethod):
+    """EPQD, then the best reranked chunk of each sub-question's top 3."""
+
+    name = "epqd-rerank-subq"
+
+    def rerank(
+        self, question: str, sub_questions: Sequence[str], lists: list[list[Evidence]]
+    ) -> tuple[list[Evidence], dict[str, Any]]:
         best = [
             minilm_rerank(sub_question, docs, 1)
-            for sub_question, docs in zip(decomposition.sub_questions, lists, strict=True)
+            for sub_question, docs in zip(sub_questions, lists, strict=True)
         ]
-        evidence = merge_evidence(*best)
-        actions = ["epqd", "retrieve_per_sub_question", "rerank"]
-        prediction = final_answer(self, question, evidence, llm, tally, actions)
-        return tally.result(
-            prediction,
-            evidence,
-            actions,
-            sub_questions=list(decomposition.sub_questions),
-            decomposition=decomposition.method,
-        )
+        return merge_evidence(*best), {}
 
     def options(self) -> dict[str, Any]:
         return {**super().options(), "top_per_sub_question": 1, "reranker": RERANKER}
 
 
-class EPQDRerankOriginalQMethod(_EPQDMethod):
+class EPQDRerankOriginalQMethod(_EPQDRerankMethod):
     """EPQD, then the pooled sub-question chunks reranked against the question, top 4."""
 
     name = "epqd-rerank-origq"
 
-    def run(
-        self, question: str, searcher: Searcher, llm: LLMClient, cfg: Configuration
-    ) -> MethodResult:
-        tally = Tally()
-        decomposition = self.decompose(question, llm, cfg, tally)
-        pool = merge_evidence(*self.per_sub_question(searcher, decomposition.sub_questions, tally))
-        evidence = minilm_rerank(question, pool, RERANK_TOP_K)
-        actions = ["epqd", "retrieve_per_sub_question", "rerank"]
-        prediction = final_answer(self, question, evidence, llm, tally, actions)
-        return tally.result(
-            prediction,
-            evidence,
-            actions,
-            sub_questions=list(decomposition.sub_questions),
-            decomposition=decomposition.method,
-            candidates=len(pool),
-        )
+    def rerank(
+        self, question: str, sub_questions: Sequence[str], lists: list[list[Evidence]]
+    ) -> tuple[list[Evidence], dict[str, Any]]:
+        pool = merge_evidence(*lists)
+        return minilm_rerank(question, pool, RERANK_TOP_K), {"candidates": len(pool)}
 
     def options(self) -> dict[str, Any]:
         return {**super().options(), "top": RERANK_TOP_K, "reranker": RERANKER}

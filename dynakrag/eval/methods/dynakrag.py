@@ -28,29 +28,21 @@ from typing import Any
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
 from dynakrag.eval.methods.base import Method, MethodResult, is_answer_prompt
-from dynakrag.llm.client import NO_USAGE, LLMClient, Messages, Usage
+from dynakrag.llm.client import NO_USAGE, ClientWrapper, LLMClient, Messages, Usage
 from dynakrag.policy.base import Policy
 from dynakrag.retrieval.base import Searcher
 
 
-class AnswerlessLLM(LLMClient):
+class AnswerlessLLM(ClientWrapper):
     """Delegates to ``inner`` but declines the final-answer prompt: ``(None, NO_USAGE)``.
 
     No model call is made or counted for it; ``declined`` counts how often it was asked.
     """
 
-    def __init__(self, inner: LLMClient) -> None:  # no super().__init__: everything delegates
-        self.inner = inner
+    def __init__(self, inner: LLMClient) -> None:
+        super().__init__(inner)
         self.declined = 0
         self._declined_lock = threading.Lock()
-
-    @property
-    def model(self) -> Any:
-        return self.inner.model
-
-    @property
-    def json_mode(self) -> bool:
-        return self.inner.json_mode
 
     def text(
         self, messages: Messages, *, max_tokens: int | None = None
@@ -60,15 +52,6 @@ class AnswerlessLLM(LLMClient):
                 self.declined += 1
             return None, NO_USAGE
         return self.inner.text(messages, max_tokens=max_tokens)
-
-    def json(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int | None = None,
-        schema: Mapping[str, Any] | None = None,
-    ) -> tuple[dict[str, Any] | None, Usage]:
-        return self.inner.json(messages, max_tokens=max_tokens, schema=schema)
 
 
 ORACLE = "oracle"
