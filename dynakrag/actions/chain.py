@@ -327,7 +327,8 @@ def _ask(
         max_tokens=prompts.HOP_MAX_TOKENS,
     )
     value = reply.answer if reply is not None else None
-    answer = "" if value is None else value.strip()
+    # "the Democratic Party's": the name, not the possessive the sentence put it in.
+    answer = "" if value is None else _POSSESSIVE.sub("", value.strip().rstrip("."))
     if (
         not answer
         or answer.upper().startswith(prompts.UNKNOWN)

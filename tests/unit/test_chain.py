@@ -244,6 +244,18 @@ def test_a_one_hop_question_costs_at_most_two_model_calls() -> None:
     assert final["llm_calls"] <= 2
 
 
+def test_an_answer_in_the_possessive_is_the_name() -> None:
+    question = "Who founded Selkthorn Robotics?"
+
+    def respond(messages: list[BaseMessage]) -> str:
+        if prompts.task_of(messages) == prompts.DECOMPOSE:
+            return json.dumps({"sub_questions": [question]})
+        return json.dumps({"answer": "Ilsa Marr's."})
+
+    final = graph_for(ScriptedChatModel(respond=respond)).invoke({"question": question})
+    assert final["answer"] == "Ilsa Marr"
+
+
 def test_a_look_alike_name_is_not_the_hops_entity() -> None:
     question = "Who founded Selkthorn Robotics?"
     # The generator names the founder of the look-alike company, whose passage it was not shown
