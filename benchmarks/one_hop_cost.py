@@ -100,10 +100,12 @@ def write_folder(folder: Path, packages: Sequence[str] = PACKAGES) -> list[str]:
     written = []
     for name in packages:
         try:
-            text = metadata.metadata(name).get_payload()  # type: ignore[attr-defined]
+            raw = metadata.distribution(name).read_text("METADATA") or ""
         except metadata.PackageNotFoundError:
             print(f"[one-hop] {name} is not installed: left out", file=sys.stderr)
             continue
+        # The long description is the body after the metadata headers' blank line.
+        text = raw.replace("\r\n", "\n").partition("\n\n")[2]
         if text and text.strip():
             (folder / f"{name}.md").write_text(text, encoding="utf-8")
             written.append(name)
