@@ -126,7 +126,8 @@ class RunSettings(BaseModel):
         "unknown.",
     )
     incomplete_chain: Literal["abstain", "read"] = Field(
-        default="abstain",
+        # 'read' measured on 20 MuSiQue train rows: F1 0.418 against 0.264 (abstain 0.10/0.50)
+        default="read",
         description="What a chain (sub_question_answering='chain') that did not reach what "
         "the question asks answers: 'abstain' gives no answer and names the hop no passage "
         "stated; 'read' lets the reader answer from the evidence and the hops found, checked "

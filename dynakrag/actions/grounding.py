@@ -91,6 +91,7 @@ REASONS: dict[str, str] = {
     "chain_off_target": "the chain of evidence found a {found}, not the {asked} the question "
     "asks for",
     "nothing_answered": "no sub-question was answered from the evidence",
+    "yes_no_to_wh": "{answer!r} does not answer a question asking {asked!r}",
     "ungrounded_answer": "the answer {answer!r} is not stated in the passages",
 }
 """Abstention codes and the sentence each becomes (``abstain_reason``)."""
@@ -337,6 +338,16 @@ class AbstentionVerdict:
         }
 
 
+_WH_QUESTION = re.compile(
+    r"^\W*(?:(?:in|on|at|from|by|for|to|of|with)\s+)?(what|which|who|whom|whose|where|when|"
+    r"how|name|list)\b",
+    re.IGNORECASE,
+)
+"""A question whose last sentence opens with a question word asks for a thing, a place, a
+time or a way, never a yes or no. Only the opening is read: "Is X where Y was born?" stays a
+yes/no question."""
+
+
 def abstain(code: str, **values: Any) -> AbstentionVerdict:
     """The verdict to abstain for reason ``code`` (one of :data:`REASONS`, filled in with
     ``values``)."""
@@ -553,6 +564,9 @@ def check_answer(
         return _abstain("reader_declined")
     chain = list(chain_passages)
     if is_yes_no(answer):
+        asked = _WH_QUESTION.match(re.split(r"(?<=[.!?])\s+", question.strip())[-1])
+        if asked is not None:  # "Which river ...?" is not answered by "yes"
+            return _abstain("yes_no_to_wh", answer=answer.strip(), asked=asked.group(1).lower())
         if sub_questions and not any(sub.get("answer") for sub in sub_questions):
             return _abstain("nothing_answered")
         cited = _merge(_entity_passages(question, evidence), chain)

@@ -81,6 +81,9 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[
             False, citations=() if verdict.abstained else verdict.citations, grounding=""
         )
     usage += verdict.usage
+    if verdict.abstained and hops and cfg.abstain:
+        # The reader's answer did not stand either: say where the chain stopped.
+        verdict = _chain_abstention(question, hops) or verdict
     final = "" if verdict.abstained else answer
     return _final_update(state, evidence, final, verdict, usage, fallback=fallback)
 
@@ -100,15 +103,23 @@ def _chain_verdict(
         )
     if not cfg.abstain or cfg.incomplete_chain == "read":
         return None  # the reader answers from the evidence and the hops found
+    stopped = _chain_abstention(state["question"], hops)
+    return None if stopped is None else ("", stopped)
+
+
+def _chain_abstention(question: str, hops: list[Hop]) -> AbstentionVerdict | None:
+    """Why a chain gives no answer: the first hop no passage stated, or, complete, a last hop
+    that asks for something other than the question (None: a complete chain the reader
+    composes from, a yes/no or an aggregation)."""
     if chain_complete(hops):
-        if is_bridge_chain(hops):  # complete, but its last hop asks for something else
-            asked = asked_for(state["question"])
-            return "", abstain(
+        if is_bridge_chain(hops):
+            asked = asked_for(question)
+            return abstain(
                 "chain_off_target", found=hops[-1]["expects"], asked=asked[1] or asked[0]
             )
         return None
     stuck = next((i for i, hop in enumerate(hops) if hop["status"] != "resolved"), 0)
-    return "", abstain("chain_incomplete", what=repr(hop_text(hops, stuck)))
+    return abstain("chain_incomplete", what=repr(hop_text(hops, stuck)))
 
 
 def _verdict_before_answer(state: State, evidence: list[Document]) -> AbstentionVerdict | None:

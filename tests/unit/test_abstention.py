@@ -278,6 +278,20 @@ def test_yes_no_answers_rest_on_the_compared_entities_and_their_sub_answers() ->
     assert before is not None and before.code == "entities_missing"
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Which river flows through the city where Tom Reyl was born?",
+        "Tom Reyl founded a firm. In which city is its head office?",
+        "Name the company Tom Reyl founded.",
+    ],
+)
+def test_a_yes_or_no_does_not_answer_a_question_asking_for_a_thing(question: str) -> None:
+    verdict = check_answer(question, "Yes", docs("tom", "mira"))
+    assert verdict.abstained and verdict.code == "yes_no_to_wh"
+    assert not check_answer("Is Tom Reyl where Mira Quon was born?", "no", docs("tom")).abstained
+
+
 def test_question_entities_are_names_quotes_and_numbers_in_any_language() -> None:
     assert question_entities("Who was born first, Goethe or Schiller?") == ["Goethe", "Schiller"]
     assert question_entities("Wer war zuerst geboren, Goethe oder Schiller?") == [

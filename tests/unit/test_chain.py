@@ -451,9 +451,10 @@ def test_an_incomplete_chain_may_let_the_reader_answer_checked(reads: str, answe
     plan = ["Who founded Selkthorn Robotics?", "In which city was #1 born?"]
     facts = {"Who founded Selkthorn Robotics?": "Ilsa Marr"}  # the second hop is never stated
     model = hop_responder({question: plan}, facts, reads=reads)
-    abstained = graph_for(model).invoke({"question": question})
+    abstained = graph_for(model, incomplete_chain="abstain").invoke({"question": question})
     assert abstained["abstained"] and "does not state" in abstained["abstain_reason"]
-    final = graph_for(model, incomplete_chain="read").invoke({"question": question})
+    assert abstained["llm_calls"] < graph_for(model).invoke({"question": question})["llm_calls"]
+    final = graph_for(model).invoke({"question": question})  # incomplete_chain="read"
     assert [hop["status"] == "resolved" for hop in final["hops"]] == [True, False]
     assert final["answer"] == answer and final["abstained"] == (not answer)
 
