@@ -18,7 +18,12 @@ The runs are made with the CLI (each one resumable: rerun the same command after
 
 then::
 
-    .venv/bin/python benchmarks/chain_real_data.py --runs-dir R --name chain-real-data
+    .venv/bin/python benchmarks/chain_real_data.py --runs-dir R --name chain-real-data \\
+        --store benchmarks/results/chain-real-runs
+
+``--store`` keeps a copy of each run and each unfinished run's journal with the dataset's text
+blanked (ids, predictions, metrics and the hops' plan kept): a later session copies the
+journals back beside ``--out`` and reruns the same commands to finish them.
 
 Writes ``benchmarks/results/<name>.json``, ``.md`` and ``.png`` (F1 with its interval per method
 and dataset).
@@ -135,6 +140,56 @@ def collect_rows(runs_dir: Path, datasets: Sequence[str], methods: Sequence[str]
     return rows
 
 
+def strip_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A question record without the dataset's text: the question, gold answers and passage
+    texts blanked, hop sentences and the step trace left out; ids, the prediction, metrics,
+    calls and the hops' plan and answers kept. Still a valid eval record, so a stored journal
+    resumes a run."""
+    out = dict(record)
+    out["question"] = ""
+    out["gold_answers"] = []
+    out["evidence"] = [
+        {"id": e.get("id", ""), "title": "", "text": ""} for e in record.get("evidence", [])
+    ]
+    details = dict(record.get("details") or {})
+    details.pop("trace", None)
+    details["hops"] = [
+        {k: v for k, v in hop.items() if k not in ("sentence", "via_sentences")}
+        for hop in details.get("hops") or []
+    ]
+    out["details"] = details
+    return out
+
+
+def store_runs(runs_dir: Path, store: Path) -> list[Path]:
+    """Copy every run (``*.json``) and journal (``*.partial.jsonl``) of ``runs_dir`` into
+    ``store`` with :func:`strip_record` applied: committed, a later session resumes from them."""
+    store.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted(runs_dir.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or "questions" not in data:
+            continue
+        data["questions"] = [strip_record(r) for r in data["questions"]]
+        target = store / path.name
+        target.write_text(json.dumps(data, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(target)
+    for path in sorted(runs_dir.glob("*.partial.jsonl")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        kept = lines[:1]
+        for line in lines[1:]:
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash: its question is redone
+            entry["value"] = strip_record(entry["value"])
+            kept.append(json.dumps(entry, ensure_ascii=False))
+        target = store / path.name
+        target.write_text("\n".join(kept) + "\n", encoding="utf-8")
+        written.append(target)
+    return written
+
+
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     header = (
         "| dataset | group | method | commit | n | EM | F1 | F1 95% CI | SR | retr. | LLM | "
@@ -205,7 +260,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--out-dir", type=Path, default=RESULTS)
     parser.add_argument("--name", default="chain-real-data")
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help="also copy the runs and journals, dataset text blanked, into this folder",
+    )
     args = parser.parse_args(argv)
+    if args.store is not None:
+        for path in store_runs(args.runs_dir, args.store):
+            print(f"stored {path}", file=sys.stderr)
     rows = collect_rows(args.runs_dir, args.datasets, args.methods)
     if not rows:
         raise SystemExit(f"no runs found in {args.runs_dir}")

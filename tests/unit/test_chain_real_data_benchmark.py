@@ -45,3 +45,33 @@ def test_rows_per_method_and_hop_count_with_intervals(tmp_path: Path) -> None:
     assert ("before", "all") not in by  # a missing run is reported, not invented
     table = (tmp_path / "chain-real-data.md").read_text()
     assert "graph, chain (hop by hop)" in table and (tmp_path / "chain-real-data.png").is_file()
+
+
+def test_stored_copies_keep_ids_and_metrics_and_resume_as_eval_records(tmp_path: Path) -> None:
+    from dynakrag.eval.records import check_eval_record
+
+    record = {
+        "id": "2hop__1", "question": "Who founded the firm Ada works for?", "prediction": "Ilsa",
+        "gold_answers": ["Ilsa Marr"], "gold_support": ["a#1"], "gold_sets": [["a#1"]],
+        "evidence": [{"id": "a#1", "title": "Ada", "text": "Ada works at Orbis."}],
+        "actions": ["retrieve_more"], "retrieval_calls": 1, "llm_calls": 2, "prompt_tokens": 9,
+        "completion_tokens": 1, "latency_s": 1.0, "support_recall": 1.0, "context_precision": 1.0,
+        "context_recall": 1.0, "context_f1": 1.0, "num_chunks": 1, "em": 0.0, "f1": 0.5,
+        "anls": 0.5, "abstained": False, "abstain_reason": "", "answer_citations": ["a#1"],
+        "details": {"trace": [{"step": 1}], "hops": [{"question": "Q", "sentence": "Ada works."}]},
+    }  # fmt: skip
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "musique-chain.json").write_text(json.dumps({"meta": {}, "questions": [record]}))
+    journal = '{"schema": "x"}\n' + json.dumps({"key": "k", "value": record}) + "\n{cut"
+    (runs / "musique-naive.json.partial.jsonl").write_text(journal)
+    with benchmark_module("chain_real_data") as bench:
+        stored = bench.store_runs(runs, tmp_path / "store")
+    assert len(stored) == 2
+    kept = json.loads(stored[0].read_text())["questions"][0]
+    assert kept["question"] == "" and kept["evidence"] == [{"id": "a#1", "title": "", "text": ""}]
+    assert kept["f1"] == 0.5 and "trace" not in kept["details"]
+    assert kept["details"]["hops"] == [{"question": "Q"}]
+    lines = stored[1].read_text().splitlines()
+    assert len(lines) == 2  # the header and the whole line; the cut line is dropped
+    check_eval_record(json.loads(lines[1])["value"])
