@@ -131,7 +131,8 @@ def test_studio_shows_the_per_run_settings_and_a_run_obeys_them(studio: Studio) 
 
     async def main() -> tuple[dict[str, Any], dict[str, Any]]:
         client = _client(studio)
-        schemas = await client.assistants.get_schemas("dynakrag")
+        assistant = (await client.assistants.search(graph_id="dynakrag", limit=1))[0]
+        schemas = await client.assistants.get_schemas(assistant["assistant_id"])
         thread = await client.threads.create()
         try:
             result = await asyncio.wait_for(

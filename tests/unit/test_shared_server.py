@@ -184,8 +184,10 @@ ASK_PROCESS = textwrap.dedent(
 
     cache, script, launches, requests = sys.argv[1:5]
     factory = lambda port: [sys.executable, script, str(port), "0", launches, requests]
+    # A long idle time: the second process, slow to import on a loaded machine, must still
+    # find the first one's server running.
     embedded._new_server = lambda cache_dir, **_: SharedServer(
-        cache, identity="fake", command_factory=factory, idle_s=1.0
+        cache, identity="fake", command_factory=factory, idle_s=15.0
     )
     sys.exit(main(["ask", "Who founded the company that makes the Astrora Headset?",
                    "--corpus", sys.argv[5], "--max-steps", "1"]))
