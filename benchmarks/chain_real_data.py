@@ -49,11 +49,12 @@ from runstore import fmt  # noqa: E402
 
 RESULTS = _HERE / "results"
 DATASETS = ("musique", "hotpotqa", "2wiki")
-METHODS = ("naive", "before", "chain")
+METHODS = ("naive", "before", "chain", "chain-read")
 LABELS = {
     "naive": "naive (top-5, one reader call)",
     "before": "graph before (joint sub-questions, 4 steps)",
-    "chain": "graph, chain (hop by hop)",
+    "chain": "graph, chain, incomplete_chain=abstain",
+    "chain-read": "graph, chain, incomplete_chain=read",
 }
 HOP_ID = re.compile(r"^(\d)hop")
 
