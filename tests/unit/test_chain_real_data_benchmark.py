@@ -44,7 +44,8 @@ def test_rows_per_method_and_hop_count_with_intervals(tmp_path: Path) -> None:
     assert by[("chain", "all")]["f1_low"] <= 0.75 <= by[("chain", "all")]["f1_high"]
     assert ("before", "all") not in by  # a missing run is reported, not invented
     table = (tmp_path / "chain-real-data.md").read_text()
-    assert "graph, chain, incomplete_chain=abstain" in table and (tmp_path / "chain-real-data.png").is_file()
+    assert "graph, chain, incomplete_chain=abstain" in table
+    assert (tmp_path / "chain-real-data.png").is_file()
 
 
 def test_stored_copies_keep_ids_and_metrics_and_resume_as_eval_records(tmp_path: Path) -> None:
