@@ -15,6 +15,7 @@ The runs are made with the CLI (each one resumable: rerun the same command after
         dynakrag eval --method dynakrag --dataset musique --setting open --limit 60 \\
         --out R/musique-chain.json
     # "before": the same dynakrag command from a checkout of the commit before the change
+    # (benchmarks/chain_real_data_queue.sh runs all four per dataset, resumable)
 
 then::
 
