@@ -153,17 +153,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             seconds = time.perf_counter() - started
             scores = answer_metrics(result.prediction, item.answers)
             records.append(
-                {
-                    "variant": name,
-                    "question": item.question,
-                    "prediction": result.prediction,
-                    "abstained": result.abstained,
-                    "em": scores["em"],
-                    "f1": scores["f1"],
-                    "llm_calls": result.llm_calls,
-                    "prompt_tokens": result.prompt_tokens,
-                    "seconds": round(seconds, 3),
-                }
+                cost_record(
+                    name,
+                    {
+                        "question": item.question,
+                        "prediction": result.prediction,
+                        "abstained": result.abstained,
+                        **scores,
+                        "llm_calls": result.llm_calls,
+                        "prompt_tokens": result.prompt_tokens,
+                        "latency_s": seconds,
+                    },
+                )
             )
             if not args.quiet:
                 print(
@@ -229,21 +230,18 @@ def hotpotqa_part(args: argparse.Namespace) -> dict[str, Any]:
             progress=not args.quiet,
             report=False,
         )
-        for record in result["questions"]:
-            records.append(
-                {
-                    "variant": name,
-                    "question": record["question"],
-                    "prediction": record["prediction"],
-                    "abstained": record["abstained"],
-                    "em": record["em"],
-                    "f1": record["f1"],
-                    "llm_calls": record["llm_calls"],
-                    "prompt_tokens": record["prompt_tokens"],
-                    "seconds": record["latency_s"],
-                }
-            )
+        records += [cost_record(name, record) for record in result["questions"]]
     return {"questions": len(ids), "candidates": len(rows), "rows": summarise(records)}
+
+
+def cost_record(variant: str, answered: dict[str, Any]) -> dict[str, Any]:
+    """What this benchmark keeps of one answered question (an eval record's keys)."""
+    keys = ("question", "prediction", "abstained", "em", "f1", "llm_calls", "prompt_tokens")
+    return {
+        "variant": variant,
+        **{key: answered[key] for key in keys},
+        "seconds": round(float(answered["latency_s"]), 3),
+    }
 
 
 def summarise(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

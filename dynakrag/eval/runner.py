@@ -323,6 +323,7 @@ def evaluate(
 
     started = time.perf_counter()
     pool = load_examples(dataset, split)  # type: ignore[arg-type]
+    chosen = pool
     if question_ids is not None:
         wanted = set(question_ids)
         pool_ids = {example.id for example in pool}
@@ -331,7 +332,7 @@ def evaluate(
             raise UserInputError(
                 f"{len(unknown)} question id(s) not in {dataset}/{split}, e.g. {unknown[0]!r}"
             )
-    chosen = pool if question_ids is None else [e for e in pool if e.id in set(question_ids)]
+        chosen = [example for example in pool if example.id in wanted]
     examples = chosen if limit is None else chosen[:limit]
     if setting == "distractor":
         empty = [ex for ex in examples if not ex.passages]

@@ -25,13 +25,6 @@ from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, State
 MAX_REWRITES = 2
 
 
-class _Unset:
-    """No budget given: :func:`invalid_reasons` computes it."""
-
-
-_UNSET = _Unset()
-
-
 @dataclass(frozen=True)
 class Rule:
     """A named rule: ``blocks(state, cfg)`` is True when the actions it governs may not run."""
@@ -146,22 +139,22 @@ RULES: tuple[Rule, ...] = (
 
 
 def invalid_reasons(
-    state: State,
-    cfg: Configuration,
-    costs: TokenCosts | None = None,
-    *,
-    budget: BudgetStatus | _Unset | None = _UNSET,
+    state: State, cfg: Configuration, costs: TokenCosts | None = None
 ) -> dict[str, str]:
     """For each blocked action, the name of the first rule that blocks it (the named rules,
-    then ``token_budget``: ``budget`` as the controller computed it, else computed here with
-    the policy's token cost table ``costs``)."""
+    then ``token_budget`` with the policy's token cost table ``costs``)."""
+    return _blocking_rules(state, cfg, budget_status(state, cfg, costs))
+
+
+def _blocking_rules(
+    state: State, cfg: Configuration, budget: BudgetStatus | None
+) -> dict[str, str]:
+    """:func:`invalid_reasons` with the token budget already computed."""
     reasons: dict[str, str] = {}
     for rule in RULES:
         if rule.blocks(state, cfg):
             for action in rule.actions:
                 reasons.setdefault(action, rule.name)
-    if isinstance(budget, _Unset):
-        budget = budget_status(state, cfg, costs)
     if budget is not None:
         for action in sorted(budget.blocked, key=ACTIONS.index):
             reasons.setdefault(action, BUDGET_RULE)
@@ -182,7 +175,7 @@ def action_set(
     state: State, cfg: Configuration, budget: BudgetStatus | None
 ) -> tuple[list[str], dict[str, str]]:
     """A(s) and, for each other action, the rule that blocks it (the controller's one call)."""
-    reasons = invalid_reasons(state, cfg, budget=budget)
+    reasons = _blocking_rules(state, cfg, budget)
     return actions_left(state, reasons), reasons
 
 
