@@ -50,9 +50,9 @@ def postgres_saver(url: str, *, max_size: int = 4) -> PostgresSaver:
         raise UserInputError(f"PostgreSQL checkpoints are not installed: {INSTALL_HINT}") from None
     try:
         saver = _resilient_saver_class()(pool, serde=strict_serializer())
-        if not _schema_is_current(url, saver):
-            with _setup_lock(url):
-                retrying(saver.setup, what=f"setting up checkpoints at {redact(url)}")
+        # The check, the lock and the set-up are retried as one: a connection dropped between
+        # them (behind a pooler, the server side of a live client) leaves nothing half done.
+        retrying(lambda: _set_up(url, saver), what=f"setting up checkpoints at {redact(url)}")
     except BaseException:
         pool.close()
         raise
@@ -93,6 +93,13 @@ def _resilient_saver_class() -> type[PostgresSaver]:
             )
 
     return ResilientPostgresSaver
+
+
+def _set_up(url: str, saver: PostgresSaver) -> None:
+    """Create or migrate ``saver``'s tables unless they are current (idempotent)."""
+    if not _schema_is_current(url, saver):
+        with _setup_lock(url):
+            saver.setup()
 
 
 @contextlib.contextmanager

@@ -63,10 +63,10 @@ import contextlib
 import copy
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -87,6 +87,8 @@ from dynakrag.graph.runlog import (
 )
 from dynakrag.postgres.connections import connect, is_postgres_url, retrying
 from dynakrag.state import ACTIONS
+
+Result = TypeVar("Result")
 
 __all__ = [
     "RUN_TAG_PREFIX",
@@ -305,6 +307,14 @@ def _records_db(target: LogTarget, *, create: bool) -> Iterator[tuple[Any, str]]
         conn.close()
 
 
+def _select(target: LogTarget, query: str) -> list[Any]:
+    """The rows of ``query`` on the records table (none when the log has no such table)."""
+    with _records_db(target, create=False) as (conn, ph):
+        if not _has_records_table(conn, ph):
+            return []
+        return conn.execute(query).fetchall()
+
+
 def _has_records_table(conn: Any, placeholder: str) -> bool:
     if placeholder == "?":
         row = conn.execute(
@@ -328,10 +338,19 @@ def write_log_records(target: LogTarget, records: Iterable[Mapping[str, Any]]) -
     rows = [(*_question_of(r), canonical_json_line(r)) for r in records]
     if not rows:
         return 0
-    if is_postgres_url(target):  # a restart or a dropped connection: the write is redone
-        what = f"writing records to {describe_log(target)}"
-        return retrying(lambda: _insert_new_questions(target, rows), what=what)
-    return _insert_new_questions(target, rows)
+    return _retried_on_postgres(
+        target, lambda: _insert_new_questions(target, rows), what="writing records to"
+    )
+
+
+def _retried_on_postgres(
+    target: LogTarget, operation: Callable[[], Result], *, what: str
+) -> Result:
+    """``operation()``; on a PostgreSQL log, redone after a restart or a dropped connection
+    (every records statement is idempotent: see :func:`write_log_records`)."""
+    if is_postgres_url(target):
+        return retrying(operation, what=f"{what} {describe_log(target)}")
+    return operation()
 
 
 def _insert_new_questions(target: LogTarget, rows: list[tuple[str, str, str]]) -> int:
@@ -366,10 +385,11 @@ def _insert_new_questions(target: LogTarget, rows: list[tuple[str, str, str]]) -
 def read_log_records(target: LogTarget) -> list[dict[str, Any]]:
     """The labelled records stored in the log, in the order they were written (none if the
     log has no records table)."""
-    with _records_db(target, create=False) as (conn, ph):
-        if not _has_records_table(conn, ph):
-            return []
-        rows = conn.execute(f"SELECT id, record FROM {RECORDS_TABLE} ORDER BY id").fetchall()
+    rows = _retried_on_postgres(
+        target,
+        lambda: _select(target, f"SELECT id, record FROM {RECORDS_TABLE} ORDER BY id"),
+        what="reading records from",
+    )
     records: list[dict[str, Any]] = []
     for row in rows:
         row_id, text = (row["id"], row["record"]) if isinstance(row, Mapping) else row
@@ -390,10 +410,11 @@ def logged_questions(target: LogTarget) -> set[tuple[str, str]]:
     collection without redoing finished questions)."""
     if not log_exists(target):
         return set()
-    with _records_db(target, create=False) as (conn, ph):
-        if not _has_records_table(conn, ph):
-            return set()
-        rows = conn.execute(f"SELECT DISTINCT dataset, example_id FROM {RECORDS_TABLE}").fetchall()
+    rows = _retried_on_postgres(
+        target,
+        lambda: _select(target, f"SELECT DISTINCT dataset, example_id FROM {RECORDS_TABLE}"),
+        what="reading logged questions from",
+    )
     return {
         (row["dataset"], row["example_id"]) if isinstance(row, Mapping) else (row[0], row[1])
         for row in rows
