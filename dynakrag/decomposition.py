@@ -505,6 +505,53 @@ def joins_facts(sub_question: str) -> bool:
     return any(_cuttable_of(sub_question, phrase) for phrase in _LAST_OF.finditer(sub_question))
 
 
+_CLAUSE_WORD = re.compile(r"\b(?:who|whom|whose|which|that|where|when|what|whether)\b", re.I)
+_OPENS_WITH_WH = re.compile(
+    r"^(?:(?:in|on|at|for|from|of|by|to|with|during|over|under)\s+)?"
+    r"(?:what|which|who|whom|whose|where|when|how)\b",
+    re.IGNORECASE,
+)
+_DESCRIPTION = re.compile(r"\b(?:the|a|an|its|their|his|her)\s+[a-z0-9]")
+_COMPOSED_RELATION = re.compile(
+    r"\b(?:grand\w*|great-\w+|step\w+|\w+-in-law|paternal|maternal|uncle|aunt|nephew|niece|"
+    r"cousin)s?\b",
+    re.IGNORECASE,
+)
+"""Kinship a family passage seldom states outright: a grandmother is a parent's mother."""
+_ASKS_DESCRIBED = re.compile(
+    r"^\s*(?:(?:what|who|which)\s+(?:is|was|are|were)|name|give|list)\s+(?:the|a|an)\s",
+    re.IGNORECASE,
+)
+_POSSESSIVE_NAME = re.compile(r"\w['’]s\b|s['’](?=\s)")
+_NAME_SPAN = re.compile(_NAME)
+_SENTENCE_END = re.compile(r"[.!?]\s+\S")
+
+
+def one_fact(question: str) -> bool:
+    """Whether ``question`` plainly asks one fact of at most one named thing, so its plan is
+    itself without asking the model ("In which language is Faiss written?", "What is the
+    capital of France?"). Conservative: it opens with its question word, and any sign of a
+    second fact says no -- another clause word, a thing described rather than named ("the
+    production company for X", "the 20th President") other than the one asked for, a
+    possessive, a composed kinship ("grandmother", "father-in-law"), two names, two
+    sentences, or things set side by side."""
+    text = question.strip()
+    if not _OPENS_WITH_WH.match(text) or _SENTENCE_END.search(text) or not _one_chain(text):
+        return False
+    if compared_dates(text) or _POSSESSIVE_NAME.search(text) or _COMPOSED_RELATION.search(text):
+        return False
+    if len(_CLAUSE_WORD.findall(text)) > 1:
+        return False  # a clause word besides the question's own describes another thing
+    described = list(_DESCRIPTION.finditer(text))
+    asked = _ASKS_DESCRIBED.match(text)
+    if len(described) > 1 or (described and not (asked and described[0].start() < asked.end())):
+        return False
+    if asked and _DESCRIBED.search(text.lower()):
+        return False
+    words = text.split()
+    return len(_NAME_SPAN.findall(" ".join(words[1:]))) <= 1
+
+
 def resolve_references(text: str, answers: list[str | None]) -> str:
     """Replace ``#k`` with the answer of sub-question k where it is known."""
 

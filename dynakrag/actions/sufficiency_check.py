@@ -29,7 +29,7 @@ from dynakrag.actions.gaps import open_gaps
 from dynakrag.actions.grounding import has_answerable_content, missing_entities
 from dynakrag.actions.text import content_words, question_names
 from dynakrag.configuration import Configuration
-from dynakrag.decomposition import REFERENCE, decompose, resolve_references
+from dynakrag.decomposition import REFERENCE, decompose, one_fact, resolve_references
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.state import Document, State, SubQuestion
 
@@ -125,12 +125,16 @@ def _verdict(
 
 def _plan(question: str, resources: Resources, cfg: Configuration) -> tuple[list[str], Usage]:
     """The sub-questions of ``question``: EPQD's parts, or the decomposition's checked by the
-    rules (a part that joins two facts cut in two, a plan that lost a relation replaced)."""
+    rules (a part that joins two facts cut in two, a plan that lost a relation replaced). A
+    question that plainly asks one fact (:func:`one_fact`) is its own plan: a one-hop question
+    then costs the model one call, as reading it would."""
     if cfg.decomposition == "epqd":
         from dynakrag.dsrag.pipeline import decompose_question
 
         epqd = decompose_question(question, resources.llm, cfg)
         return list(epqd.sub_questions[:MAX_EPQD_SUB_QUESTIONS]) or [question], epqd.usage
+    if one_fact(question):
+        return [question], NO_USAGE
     return decompose(question, resources.llm, split_joined=True)
 
 

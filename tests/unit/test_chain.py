@@ -14,7 +14,13 @@ from dynakrag.actions.chain import expected_kind, plan_hops, resolve_hops
 from dynakrag.actions.chain_answer import chain_answer, comparison_answer
 from dynakrag.actions.statements import find_statement, label_of, whole_name
 from dynakrag.configuration import Configuration
-from dynakrag.decomposition import compared_dates, decompose, joins_facts, split_facts
+from dynakrag.decomposition import (
+    compared_dates,
+    decompose,
+    joins_facts,
+    one_fact,
+    split_facts,
+)
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
@@ -236,12 +242,62 @@ def test_a_three_hop_chain_is_followed_to_its_end_and_cites_every_hop() -> None:
     assert final["llm_calls"] <= len(plan) + 3
 
 
-def test_a_one_hop_question_costs_at_most_two_model_calls() -> None:
+def test_a_one_hop_question_costs_one_model_call() -> None:
     question = "Who founded Selkthorn Robotics?"
     model = hop_responder({}, {question: "Ilsa Marr"})
     final = graph_for(model).invoke({"question": question})
     assert final["answer"] == "Ilsa Marr"
-    assert final["llm_calls"] <= 2
+    # It plainly asks one fact: its plan is itself, with no decomposition call.
+    assert final["llm_calls"] == 1
+    assert [hop["question"] for hop in final["hops"]] == [question]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Who founded Selkthorn Robotics?",
+        "In which programming language is Faiss written?",
+        "What is the capital of France?",
+        "How many albums did Adele release?",
+        "What does pydantic-settings provide?",
+    ],
+)
+def test_a_plain_one_fact_question_is_its_own_plan(question: str) -> None:
+    assert one_fact(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Where was the director of Titanic born?",  # a relation inside the asked one
+        "Where was Titanic's director born?",  # a possessive
+        "Who starred in the film directed by James Cameron?",  # a described thing
+        "Who founded the company where Ada Voss works?",  # a clause
+        "Who assassinated the 20th President of the United States?",  # described, not named
+        "Who is the maternal grandmother of John Woodville?",  # composed kinship
+        "Ada Voss works for some firm. Name the town that firm is based in.",  # two sentences
+        "The arena where the Maineiacs played seats how many people?",  # no question word first
+        "Which magazine was started first, Arthur's Magazine or First for Women?",  # compared
+        "Was Ilsa Marr born before Tom Reyl?",  # two names
+    ],
+)
+def test_a_question_with_a_second_fact_is_decomposed(question: str) -> None:
+    assert not one_fact(question)
+
+
+def test_a_decomposed_question_asks_the_model_for_its_plan() -> None:
+    question = "Where was the founder of Selkthorn Robotics born?"
+    plan = ["Who founded Selkthorn Robotics?", "In which city was #1 born?"]
+    scripted = hop_responder({question: plan}, {plan[0]: "Ilsa Marr"})
+    asked: list[str] = []
+
+    def respond(messages: list[BaseMessage]) -> str:
+        asked.append(prompts.task_of(messages))
+        return scripted.respond(messages)
+
+    final = graph_for(ScriptedChatModel(respond=respond)).invoke({"question": question})
+    assert final["hops"][0]["question"] == plan[0]
+    assert asked[0] == prompts.DECOMPOSE
 
 
 def test_an_answer_in_the_possessive_is_the_name() -> None:
