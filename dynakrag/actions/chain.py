@@ -70,6 +70,7 @@ __all__ = [
     "passages_for",
     "plan_hops",
     "resolve_hops",
+    "searches_left",
     "sub_questions_of",
 ]
 
@@ -77,8 +78,8 @@ _POSSESSIVE = re.compile(r"['’]s?$")
 MAX_HOP_PASSAGES = 4
 """Passages shown to the generator for one hop (those about its entity come first)."""
 SEARCHES_PER_HOP = 2
-"""Searches one hop may take (its own query, then one rewritten retry), plus one per entity it
-is extended through."""
+"""Searches one hop of a longer chain may take (its own query, then one rewritten retry), plus
+one per entity it is extended through (see :func:`searches_left`)."""
 
 _KIND_OF_CLASS: dict[str, HopKind] = {
     "settlement": "place",
@@ -412,7 +413,7 @@ def resolve_hops(
         fresh = [d for d in docs if d["id"] not in hop["asked"]]
         if not fresh:
             hop["why"] = "no passage about its entity yet" if not docs else "not stated yet"
-            _close_if_spent(hop)
+            _close_if_spent(hops, index)
             break
         hop["asked"] = [*hop["asked"], *(d["id"] for d in fresh)]
         text = hop_text(hops, index)
@@ -446,7 +447,7 @@ def resolve_hops(
             if answer is not None:
                 hop["rejected"] = [*hop["rejected"], f"{answer}: {why}"]
             hop["why"] = why
-            _close_if_spent(hop)
+            _close_if_spent(hops, index)
             break
         hop.update(
             status="resolved",
@@ -489,8 +490,19 @@ def _place_to_go_through(
     return names_by_key[key], statement
 
 
-def _close_if_spent(hop: Hop) -> None:
-    """Fail a hop whose searches are all spent."""
-    if len(hop["queries"]) >= SEARCHES_PER_HOP + len(hop["via"]):
+def searches_left(hops: Sequence[Hop], index: int) -> int:
+    """Searches hop ``index`` may still take: :data:`SEARCHES_PER_HOP`, plus one per entity it
+    was extended through, less those taken. The one hop of a one-hop plan gets no rewritten
+    retry: its question was the run's own first search, and the reader answers from what that
+    found (one-hop questions stay about as cheap as reading)."""
+    hop = hops[index]
+    allowed = (SEARCHES_PER_HOP if len(hops) > 1 else 1) + len(hop["via"])
+    return allowed - len(hop["queries"])
+
+
+def _close_if_spent(hops: Sequence[Hop], index: int) -> None:
+    """Fail hop ``index`` when its searches are all spent."""
+    hop = hops[index]
+    if searches_left(hops, index) <= 0:
         hop["status"] = "failed"
         hop["why"] = f"{hop['why']}; its {len(hop['queries'])} searches are spent"

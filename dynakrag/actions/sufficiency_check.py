@@ -20,6 +20,7 @@ from dynakrag.actions.chain import (
     chain_failed,
     hop_text,
     next_open_hop,
+    note_search,
     plan_hops,
     resolve_hops,
     sub_questions_of,
@@ -149,6 +150,9 @@ def _check_chain(state: State, resources: Resources, cfg: Configuration) -> dict
     if not hops:
         planned, usage = _plan(question, resources, cfg)
         hops = plan_hops(planned)
+        if len(hops) == 1 and hops[0]["question"].strip().lower() == question.strip().lower():
+            # The run's first retrieval searched this very question: the hop's own search.
+            hops = note_search(hops, question)
     evidence = state.get("evidence", [])
     hops, hop_usage, asked = resolve_hops(hops, question, evidence, resources.llm)
     usage += hop_usage

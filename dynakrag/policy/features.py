@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from dynakrag.actions.bridge_entities import pending_bridge_entities
-from dynakrag.actions.chain import SEARCHES_PER_HOP, next_open_hop
+from dynakrag.actions.chain import next_open_hop, searches_left
 from dynakrag.actions.text import content_words, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.files import json_safe
@@ -445,11 +445,7 @@ def _chain_values(hops: Sequence[Any]) -> dict[str, float]:
     nxt = hops[index] if index is not None else None
     kind = str(nxt.get("expects")) if nxt is not None else ""
     kind = kind if kind in _HOP_KINDS else ("other" if nxt is not None else "")
-    left = (
-        SEARCHES_PER_HOP + len(nxt.get("via") or []) - len(nxt.get("queries") or [])
-        if nxt is not None
-        else 0
-    )
+    left = searches_left(hops, index) if index is not None else 0
     return {
         "hops": float(len(hops)),
         "hops_resolved_frac": _share(

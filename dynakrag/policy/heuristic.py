@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dynakrag.actions.bridge_entities import pending_bridge_entities
-from dynakrag.actions.chain import SEARCHES_PER_HOP, chain_complete, chain_failed, next_open_hop
+from dynakrag.actions.chain import chain_complete, chain_failed, next_open_hop, searches_left
 from dynakrag.configuration import Configuration
 from dynakrag.policy.base import Policy
 from dynakrag.state import State
@@ -54,7 +54,7 @@ def _chain_values(state: State, cfg: Configuration) -> dict[str, float]:
     new_evidence = evidence > state.get("evidence_count_at_check", -1)
     index = next_open_hop(hops)
     searchable = index is not None and not chain_failed(hops)
-    spent = searchable and len(hops[index]["queries"]) >= SEARCHES_PER_HOP + len(hops[index]["via"])
+    spent = searchable and searches_left(hops, index) <= 0
     through = searchable and bool(hops[index]["via"]) and bool(pending_bridge_entities(state))
     done = chain_complete(hops) or not searchable or (spent and not new_evidence)
     return {

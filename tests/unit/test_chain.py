@@ -331,12 +331,24 @@ def test_a_repeated_entity_is_no_answer() -> None:
 
 
 def test_an_unresolvable_hop_is_searched_again_before_the_run_gives_up() -> None:
-    question = "How many patents does Selkthorn Robotics hold?"
-    final = graph_for(hop_responder({}, {})).invoke({"question": question})
+    question = "In which city was the founder of Selkthorn Robotics born?"
+    plan = ["Who founded Selkthorn Robotics?", "In which city was #1 born?"]
+    final = graph_for(hop_responder({question: plan}, {})).invoke({"question": question})
     hop = final["hops"][0]
-    assert hop["status"] == "failed" and len(hop["queries"]) == 2
+    assert hop["status"] != "resolved" and len(hop["queries"]) == 2
     assert [e["action"] for e in final["trace"]].count("rewrite_query") == 1
     assert final["abstained"] and "does not state" in final["abstain_reason"]
+
+
+def test_a_one_hop_question_the_passages_do_not_answer_goes_to_the_reader() -> None:
+    question = "How many patents does Selkthorn Robotics hold?"
+    final = graph_for(hop_responder({}, {}, reads="12")).invoke({"question": question})
+    hop = final["hops"][0]
+    # Its one search was the run's first retrieval: no rewritten retry, the reader answers.
+    assert hop["status"] == "failed" and hop["queries"] == [question]
+    assert "rewrite_query" not in [e["action"] for e in final["trace"]]
+    assert final["llm_calls"] == 2
+    assert final["abstained"]  # "12" is stated nowhere: the reader's guess does not stand
 
 
 def test_a_comparison_is_computed_from_the_parsed_values() -> None:
