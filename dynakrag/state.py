@@ -8,7 +8,7 @@ Counters are merged by addition so each node returns only its own deltas.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, TypedDict, get_args
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
 
 ActionName = Literal[
     "retrieve_more",
@@ -101,6 +101,9 @@ class Hop(TypedDict):
     """Answers the generator gave that did not stand, each with why."""
     why: str
     """Why the hop stood, or why it is still open or failed, one line."""
+    reopened: NotRequired[bool]
+    """Whether the hop was asked again, its answer ruled out, after a later hop found nothing
+    about that answer (at most once)."""
 
 
 class Contribution(TypedDict):

@@ -63,6 +63,7 @@ __all__ = [
     "expected_kind",
     "hop_entities",
     "hop_text",
+    "hop_to_close",
     "next_hop_entities",
     "next_hop_search",
     "next_open_hop",
@@ -320,10 +321,14 @@ def _named_already(answer: str, hop_question: str, question: str) -> bool:
 
 
 def _ask(
-    llm: LLMClient, text: str, passages: Sequence[Document], facts: Sequence[str]
+    llm: LLMClient,
+    text: str,
+    passages: Sequence[Document],
+    facts: Sequence[str],
+    ruled_out: Sequence[str] = (),
 ) -> tuple[str | None, Usage]:
     reply, usage = llm.structured(
-        prompts.hop_messages(text, passages, facts),
+        prompts.hop_messages(text, passages, facts, ruled_out),
         prompts.AnswerReply,
         max_tokens=prompts.HOP_MAX_TOKENS,
     )
@@ -414,6 +419,13 @@ def resolve_hops(
         if not fresh:
             hop["why"] = "no passage about its entity yet" if not docs else "not stated yet"
             _close_if_spent(hops, index)
+            if hop["status"] == "failed":
+                reopen_usage, reopened = _reopen_source(hops, index, question, evidence, llm)
+                usage += reopen_usage
+                if reopened is not None:
+                    log.append(reopened)
+                    if reopened["verdict"] == "stated":
+                        continue  # the hop starts again from the new answer
             break
         hop["asked"] = [*hop["asked"], *(d["id"] for d in fresh)]
         text = hop_text(hops, index)
@@ -448,6 +460,13 @@ def resolve_hops(
                 hop["rejected"] = [*hop["rejected"], f"{answer}: {why}"]
             hop["why"] = why
             _close_if_spent(hops, index)
+            if hop["status"] == "failed":
+                reopen_usage, reopened = _reopen_source(hops, index, question, evidence, llm)
+                usage += reopen_usage
+                if reopened is not None:
+                    log.append(reopened)
+                    if reopened["verdict"] == "stated":
+                        continue  # the hop starts again from the new answer
             break
         hop.update(
             status="resolved",
@@ -457,6 +476,49 @@ def resolve_hops(
             why=why,
         )
     return hops, usage, log
+
+
+def _reopen_source(
+    hops: list[Hop], index: int, question: str, evidence: Sequence[Document], llm: LLMClient
+) -> tuple[Usage, dict[str, Any] | None]:
+    """Hop ``index`` failed: the earlier hop whose answer it asks about may have named the
+    wrong entity (a cast list names several actresses; a later hop finds nothing about the
+    one taken). That hop is asked once more over its own passages with its answer ruled out;
+    a new answer that stands replaces it and hop ``index`` starts again. Returns the usage
+    and the record of the question asked (None: nothing to reopen)."""
+    sources = sorted({int(n) - 1 for n in REFERENCE.findall(hops[index]["question"])})
+    source_index = sources[-1] if sources else None
+    if source_index is None or not 0 <= source_index < index:
+        return NO_USAGE, None
+    source = hops[source_index]
+    if source["status"] != "resolved" or source.get("reopened"):
+        return NO_USAGE, None
+    source["reopened"] = True
+    old = source["answer"] or ""
+    ruled_out = [old, *(entry.split(":", 1)[0] for entry in source["rejected"])]
+    text = hop_text(hops, source_index)
+    docs = passages_for(hops, source_index, evidence)
+    answer, usage = _ask(llm, text, docs, source["via_sentences"], ruled_out)
+    entry: dict[str, Any] = {"hop": source_index + 1, "question": text, "answer": answer}
+    statement, why = None, "the passages state no other answer"
+    if answer is not None and normalised(answer) in {normalised(r) for r in ruled_out}:
+        why = f"{answer!r} was ruled out"
+    elif answer is not None:
+        statement, why, through = _judge(answer, hops, source_index, question, docs)
+        statement = statement if through is None else None
+    entry["verdict"] = why
+    if statement is None:
+        return usage, entry
+    failed = hops[index]
+    source.update(
+        answer=whole_name(answer or "", statement.sentence),
+        passage=statement.passage,
+        sentence=statement.sentence,
+        rejected=[*source["rejected"], f"{old}: hop {index + 1} found nothing about it"],
+        why=f"stated (reopened: hop {index + 1} found nothing about {old})",
+    )
+    failed.update(status="open", queries=[], asked=[], via=[], via_sentences=[], why="")
+    return usage, entry
 
 
 def _place_to_go_through(
@@ -498,6 +560,13 @@ def searches_left(hops: Sequence[Hop], index: int) -> int:
     hop = hops[index]
     allowed = (SEARCHES_PER_HOP if len(hops) > 1 else 1) + len(hop["via"])
     return allowed - len(hop["queries"])
+
+
+def hop_to_close(hops: Sequence[Hop]) -> int | None:
+    """The next open hop when its searches are all spent (None: there is none): a check with
+    no new evidence still has it to close, and the hop its question depends on to reopen."""
+    index = next_open_hop(hops) if hops and not chain_failed(hops) else None
+    return index if index is not None and searches_left(hops, index) <= 0 else None
 
 
 def _close_if_spent(hops: Sequence[Hop], index: int) -> None:

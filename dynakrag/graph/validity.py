@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dynakrag.actions.bridge_entities import pending_bridge_entities
+from dynakrag.actions.chain import hop_to_close
 from dynakrag.actions.grounding import has_answerable_content
 from dynakrag.configuration import Configuration
 from dynakrag.policy.token_budget import BUDGET_RULE, BudgetStatus, TokenCosts, budget_status
@@ -123,10 +124,14 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "sufficiency_needs_new_evidence",
         frozenset({"sufficiency_check"}),
-        "sufficiency_check needs evidence added since the last check.",
+        "sufficiency_check needs evidence added since the last check (or, with a chain, a "
+        "hop whose searches are spent, to close).",
         lambda s, c: (
-            len(s.get("evidence", [])) <= s.get("evidence_count_at_check", -1)
-            or not _has_evidence(s)
+            not _has_evidence(s)
+            or (
+                len(s.get("evidence", [])) <= s.get("evidence_count_at_check", -1)
+                and hop_to_close(s.get("hops") or []) is None
+            )
         ),
     ),
     Rule(

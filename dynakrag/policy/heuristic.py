@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dynakrag.actions.bridge_entities import pending_bridge_entities
-from dynakrag.actions.chain import chain_complete, chain_failed, next_open_hop, searches_left
+from dynakrag.actions.chain import (
+    chain_complete,
+    chain_failed,
+    next_open_hop,
+    searches_left,
+)
 from dynakrag.configuration import Configuration
 from dynakrag.policy.base import Policy
 from dynakrag.state import State
@@ -47,8 +52,9 @@ class HeuristicPolicy(Policy):
 
 def _chain_values(state: State, cfg: Configuration) -> dict[str, float]:
     """With a chain of hops: check new evidence, search the next hop (its query, the entity it
-    goes on through, then one rewritten retry) and answer only once the chain is complete or
-    cannot go on; never stop while a hop can still be searched."""
+    goes on through, then one rewritten retry), close a hop whose searches are spent, and
+    answer only once the chain is complete or cannot go on; never stop while a hop can still
+    be searched."""
     hops = state["hops"]
     evidence = len(state.get("evidence", []))
     new_evidence = evidence > state.get("evidence_count_at_check", -1)
@@ -56,10 +62,12 @@ def _chain_values(state: State, cfg: Configuration) -> dict[str, float]:
     searchable = index is not None and not chain_failed(hops)
     spent = searchable and searches_left(hops, index) <= 0
     through = searchable and bool(hops[index]["via"]) and bool(pending_bridge_entities(state))
-    done = chain_complete(hops) or not searchable or (spent and not new_evidence)
+    done = chain_complete(hops) or not searchable
     return {
         "retrieve_more": 0.1,
-        "sufficiency_check": 0.8 if new_evidence else 0.0,
+        # A hop whose searches are spent is closed by a check (which may reopen the hop it
+        # depends on) before the run answers.
+        "sufficiency_check": 0.8 if new_evidence or spent else 0.0,
         "gap_query": 0.7 if state.get("gaps") else 0.2,
         "bridge_entity_expand": 0.75 if through else 0.15,
         "rewrite_query": 0.6 if searchable and not spent and hops[index]["queries"] else 0.05,

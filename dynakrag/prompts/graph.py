@@ -107,6 +107,7 @@ HOP_TASK = (
 )
 HOP_REQUEST_END = "Answer JSON:"
 HOP_FACTS_TITLE = "found so far"
+HOP_RULED_OUT = "These answers proved wrong; give another or UNKNOWN:"
 ANSWER_REQUEST_END = "Answer:"
 
 # Completion budgets sized to what each call returns (a runaway reply costs ~13 tokens/s here).
@@ -136,18 +137,24 @@ def decompose_messages(question: str) -> list[tuple[str, str]]:
 
 
 def hop_messages(
-    question: str, passages: Sequence[dict[str, Any]], found: Sequence[str] = ()
+    question: str,
+    passages: Sequence[dict[str, Any]],
+    found: Sequence[str] = (),
+    ruled_out: Sequence[str] = (),
 ) -> list[tuple[str, str]]:
     """Ask one hop's question over its passages; ``found`` are sentences the hop already went
-    through (given as one more passage block)."""
+    through (given as one more passage block); ``ruled_out`` are answers that proved wrong (a
+    later hop found nothing about them)."""
     blocks = list(passages)
     if found:
         blocks.append({"title": HOP_FACTS_TITLE, "text": " ".join(found)})
+    excluded = f"{HOP_RULED_OUT} {'; '.join(ruled_out)}\n" if ruled_out else ""
     return [
         ("system", ANSWER_SYSTEM),
         (
             "human",
-            f"{format_passages(blocks)}\n\n{HOP_TASK}\nQuestion: {question}\n{HOP_REQUEST_END}",
+            f"{format_passages(blocks)}\n\n{HOP_TASK}\n{excluded}Question: {question}\n"
+            f"{HOP_REQUEST_END}",
         ),
     ]
 

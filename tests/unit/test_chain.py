@@ -540,3 +540,72 @@ def test_a_chain_that_stops_short_of_what_is_asked_gives_no_answer() -> None:
     assert [hop["status"] for hop in final["hops"]] == ["resolved", "resolved"]
     assert final["answer"] == "" and final["abstained"]
     assert "not the river" in final["abstain_reason"]
+
+
+FILM_PASSAGES = [
+    Passage(
+        "f-miracle",
+        "Miracle Lane",
+        "Miracle Lane is a 1990 film. Lia Brand played the queen in Miracle Lane. Nora Quill "
+        "played the fairy in Miracle Lane.",
+    ),
+    Passage(
+        "p-nora", "Nora Quill", "Nora Quill is an actress. Nora Quill is married to Tam Oder."
+    ),
+]
+
+
+def test_a_hop_whose_answer_leads_nowhere_is_reopened_once() -> None:
+    question = "Who is the spouse of the actress who played the fairy in Miracle Lane?"
+    plan = ["Which actress played the fairy in Miracle Lane?", "Who is the spouse of #1?"]
+    asked_hop_one: list[str] = []
+
+    def respond(messages: list[BaseMessage]) -> str:
+        kind, last = prompts.task_of(messages), str(messages[-1].content)
+        if kind == prompts.DECOMPOSE:
+            return json.dumps({"sub_questions": plan})
+        if kind == prompts.HOP:
+            hop = re.findall(r"Question: (.*)", last)[-1].strip()
+            if hop == plan[0]:
+                asked_hop_one.append(last)
+                # The cast list names two actresses: the wrong one first.
+                answer = "Nora Quill" if prompts.HOP_RULED_OUT in last else "Lia Brand"
+            else:
+                answer = "Tam Oder" if hop.endswith("Nora Quill?") else "UNKNOWN"
+            return json.dumps({"answer": answer if answer in passages_in(last) else "UNKNOWN"})
+        if kind == prompts.ANSWER:
+            return "UNKNOWN"
+        raise AssertionError(f"unexpected prompt {kind}")
+
+    cfg = Configuration(sub_question_answering="chain", max_steps=16, max_retrieval_calls=10)
+    graph = build_graph(
+        KeywordSearcher(FILM_PASSAGES),
+        configuration=cfg,
+        llm=LLMClient(ScriptedChatModel(respond=respond)),
+    )
+    final = graph.invoke({"question": question})
+    first, second = final["hops"]
+    assert final["answer"] == "Tam Oder"
+    assert first["answer"] == "Nora Quill" and first["reopened"]
+    assert any(entry.startswith("Lia Brand: hop 2 found nothing") for entry in first["rejected"])
+    assert second["status"] == "resolved" and second["passage"] == "p-nora"
+    assert "Lia Brand" in asked_hop_one[-1].split(prompts.HOP_RULED_OUT)[1]
+
+
+def test_a_reopened_hop_with_no_other_answer_keeps_its_own() -> None:
+    question = "Who is the spouse of the actress who played the queen in Miracle Lane?"
+    plan = ["Which actress played the queen in Miracle Lane?", "Who is the spouse of #1?"]
+    model = hop_responder({question: plan}, {plan[0]: "Lia Brand"})
+    graph = build_graph(
+        KeywordSearcher(FILM_PASSAGES),
+        configuration=Configuration(
+            sub_question_answering="chain", max_steps=16, max_retrieval_calls=10
+        ),
+        llm=LLMClient(model),
+    )
+    final = graph.invoke({"question": question})
+    first, second = final["hops"]
+    # Asked again with Lia Brand ruled out, the model repeats her: she stays hop 1's answer.
+    assert first["status"] == "resolved" and first["answer"] == "Lia Brand"
+    assert first["reopened"] and second["status"] == "failed"
+    assert final["abstained"]
