@@ -50,7 +50,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--setting",
         choices=SETTINGS,
-        help="distractor: each question's own paragraphs; open: the split's pooled corpus "
+        help="distractor: each question's own paragraphs; open: the split's pooled corpus; "
+        "gold: each question's gold paragraphs only (an upper bound for reading) "
         "(default: distractor, open for the DS-RAG datasets, which have only their corpus)",
     )
     parser.add_argument("--method", required=True, choices=tuple(METHODS))

@@ -41,6 +41,7 @@ marked ``meta["gold_aware"]``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 import subprocess
@@ -81,7 +82,10 @@ __all__ = [
     "summarize_records",
 ]
 
-SETTINGS: tuple[str, ...] = ("distractor", "open")
+SETTINGS: tuple[str, ...] = ("distractor", "open", "gold")
+"""distractor: each question's own paragraphs; open: the split's pooled corpus; gold: each
+question's gold paragraphs only (an upper bound for reading, for evaluation only: it is told
+which paragraphs are the support)."""
 SUMMARY_KEYS: tuple[str, ...] = (
     "support_recall",
     "em",
@@ -334,7 +338,12 @@ def evaluate(
             )
         chosen = [example for example in pool if example.id in wanted]
     examples = chosen if limit is None else chosen[:limit]
-    if setting == "distractor":
+    if setting == "gold":
+        examples = [
+            dataclasses.replace(ex, passages=tuple(p for p in ex.passages if p.id in ex.support))
+            for ex in examples
+        ]
+    if setting in ("distractor", "gold"):
         empty = [ex for ex in examples if not ex.passages]
         if empty:
             raise UserInputError(

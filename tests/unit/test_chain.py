@@ -549,9 +549,7 @@ FILM_PASSAGES = [
         "Miracle Lane is a 1990 film. Lia Brand played the queen in Miracle Lane. Nora Quill "
         "played the fairy in Miracle Lane.",
     ),
-    Passage(
-        "p-nora", "Nora Quill", "Nora Quill is an actress. Nora Quill is married to Tam Oder."
-    ),
+    Passage("p-nora", "Nora Quill", "Nora Quill is an actress. Nora Quill is married to Tam Oder."),
 ]
 
 

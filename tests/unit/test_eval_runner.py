@@ -518,3 +518,17 @@ def _dies_on(question: str) -> ScriptedChatModel:
         return "Unknown"
 
     return ScriptedChatModel(respond=respond)
+
+
+@needs_data
+def test_the_gold_setting_searches_only_each_questions_gold_paragraphs(
+    hotpot, cfg: Configuration
+) -> None:
+    result = run(hotpot, cfg, "naive", "gold")
+    by_id = {ex.id: ex for ex in hotpot}
+    assert result["meta"]["setting"] == "gold"
+    for record in result["questions"]:
+        gold = set(by_id[record["id"]].support)
+        found = {doc["id"] for doc in record["evidence"]}
+        assert found and found <= gold
+        assert record["support_recall"] == pytest.approx(len(found) / len(gold))
