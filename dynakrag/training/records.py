@@ -60,7 +60,7 @@ import os
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -71,11 +71,13 @@ from dynakrag.state import ACTIONS
 __all__ = [
     "RECORD_SCHEMA",
     "CarriedOver",
+    "Question",
     "TransitionRecord",
     "carry_over",
     "check_record",
     "checked_records",
     "finished_questions",
+    "question_groups",
     "read_records",
     "resume_collection",
 ]
@@ -140,10 +142,28 @@ def checked_records(records: Sequence[Mapping[str, Any]], where: str) -> None:
 
 Question = tuple[str, str]
 """``(dataset, example_id)``."""
+Record = TypeVar("Record", bound=Mapping[str, Any])
 
 
 def _question(record: Mapping[str, Any]) -> Question:
     return (str(record.get("dataset", "")), str(record.get("example_id", "")))
+
+
+def question_groups(records: Iterable[Record]) -> Iterator[list[Record]]:
+    """``records`` (collection writes them question by question) in one list a question: a
+    question ends when it has as many records as its ``question_records`` says, or when the
+    next question starts."""
+    group: list[Record] = []
+    for record in records:
+        if group and _question(record) != _question(group[-1]):
+            yield group
+            group = []
+        group.append(record)
+        if record.get("question_records") == len(group):
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 def read_records(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[dict]:
