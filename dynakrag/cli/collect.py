@@ -50,7 +50,13 @@ from dynakrag.cli.arguments import EXIT_OK, add_worker_options, fraction, positi
 from dynakrag.cli.generator import check_model_reached, make_llm
 from dynakrag.cli.runlog import add_log_option
 from dynakrag.configuration import Configuration
-from dynakrag.data.datasets import DATASETS, QAExample, load_examples, open_corpus
+from dynakrag.data.datasets import (
+    DATASETS,
+    QAExample,
+    load_examples,
+    open_corpus,
+    require_train_split,
+)
 from dynakrag.errors import UserInputError
 from dynakrag.retrieval.passage import Passage
 from dynakrag.routing.factory import RETRIEVERS
@@ -59,6 +65,7 @@ from dynakrag.training.labelling import LABELS
 if TYPE_CHECKING:
     from dynakrag.training.collection_report import CollectionReport
     from dynakrag.training.collection_store import CollectionStore
+    from dynakrag.training.workers import CollectJob
 
 
 def add_parser(subparsers: Any) -> None:
@@ -142,11 +149,7 @@ def run_collect(args: argparse.Namespace) -> int:
     from dynakrag.training.collection_store import CollectionStore, collected_key
     from dynakrag.workers import resumed
 
-    if args.split != "train":
-        raise UserInputError(
-            "collection is training: only --split train may be collected (eval rows are "
-            "for reporting only)"
-        )
+    require_train_split(args.split, "collection is training")
     if args.out is None and args.log is None:
         raise UserInputError("say where the records go: --out FILE.jsonl, --log LOG, or both")
     cfg = Configuration.from_env(seed=args.seed, retriever=args.retriever)
@@ -165,8 +168,9 @@ def run_collect(args: argparse.Namespace) -> int:
     todo = [e for e in examples if collected_key(e) not in store.done]
     if store.finished:
         print(f"Resuming {args.out}: {len(examples) - len(todo)} questions already collected")
+    job = _collect_job(args, cfg, settings)
     if on_workers:
-        run = _collect_on_workers(args, cfg, len(examples) - len(todo), settings, corpus)
+        run = _collect_on_workers(args, job, len(examples) - len(todo), corpus)
         for _ in resumed(examples, collected_key, run, store):
             pass
         return _wrote(store)
@@ -174,7 +178,7 @@ def run_collect(args: argparse.Namespace) -> int:
         total=len(todo), done_before=len(examples) - len(todo), stream=sys.stderr
     )
     llm = make_llm(cfg, disk_cache=not args.no_cache)
-    run = _collect_here(args, cfg, llm, settings, corpus, report)
+    run = _collect_here(job, llm, corpus, report)
     for _ in resumed(examples, collected_key, run, store):
         pass
     _wrote(store)
@@ -257,35 +261,19 @@ def _collection_settings(
 
 
 def _collect_here(
-    args: argparse.Namespace,
-    cfg: Configuration,
-    llm: Any,
-    settings: dict[str, Any],
-    corpus: Sequence[Passage] | None,
-    report: CollectionReport,
+    job: CollectJob, llm: Any, corpus: Sequence[Passage] | None, report: CollectionReport
 ) -> Callable[[list[QAExample]], Iterator[tuple[QAExample, list[dict[str, Any]]]]]:
     """What collects the questions left to do in this process, question by question."""
     from dynakrag.training.collect import collect
     from dynakrag.training.collection_store import collected_questions
     from dynakrag.training.searchers import collection_searcher_factory
 
-    searcher_factory = collection_searcher_factory(cfg.retriever, corpus)
+    searcher_factory = collection_searcher_factory(job.cfg.retriever, corpus)
 
     def run(todo: list[QAExample]) -> Iterator[tuple[QAExample, list[dict[str, Any]]]]:
+        options = job.collect_options()
         records = collect(
-            todo,
-            searcher_factory,
-            llm,
-            cfg,
-            epsilon=args.epsilon,
-            seed=args.seed,
-            branch=not args.no_branch,
-            progress=False,
-            rollouts=args.rollouts,
-            collection=settings,
-            labels=args.labels,
-            memo=not args.no_memo,
-            report=report,
+            todo, searcher_factory, llm, job.cfg, progress=False, report=report, **options
         )
         return collected_questions(todo, records)
 
@@ -293,36 +281,39 @@ def _collect_here(
 
 
 def _collect_on_workers(
-    args: argparse.Namespace,
-    cfg: Configuration,
-    done: int,
-    settings: dict[str, Any],
-    corpus: Sequence[Passage] | None,
+    args: argparse.Namespace, job: CollectJob, done: int, corpus: Sequence[Passage] | None
 ) -> Callable[[list[QAExample]], Iterator[tuple[QAExample, list[dict[str, Any]]]]]:
     """What collects the questions left to do on Dask workers (``done``: those finished
     before), each question's records handed back as it finishes."""
-    from dynakrag.training.workers import CollectJob, collect_on_workers, corpus_digest
+    from dynakrag.training.workers import collect_on_workers
     from dynakrag.workers import dask_client
-
-    job = CollectJob(
-        cfg=cfg,
-        epsilon=args.epsilon,
-        seed=args.seed,
-        branch=not args.no_branch,
-        rollouts=args.rollouts,
-        corpus_id=corpus_digest(corpus) if corpus is not None else None,
-        collection=settings,
-        disk_cache=not args.no_cache,
-        log=args.log,  # each worker writes its finished questions there
-        labels=args.labels,
-        memo=not args.no_memo,
-    )
 
     def run(todo: list[QAExample]) -> Iterator[tuple[QAExample, list[dict[str, Any]]]]:
         with dask_client(args.workers, args.scheduler) as client:
             yield from collect_on_workers(todo, job, client, corpus=corpus, finished=done)
 
     return run
+
+
+def _collect_job(
+    args: argparse.Namespace, cfg: Configuration, settings: dict[str, Any]
+) -> CollectJob:
+    """The options of this collection, as one process and every worker run them."""
+    from dynakrag.training.workers import CollectJob
+
+    return CollectJob(
+        cfg=cfg,
+        epsilon=args.epsilon,
+        seed=args.seed,
+        branch=not args.no_branch,
+        rollouts=args.rollouts,
+        corpus_id=settings["corpus"],  # the open setting's pooled corpus, named once
+        collection=settings,
+        disk_cache=not args.no_cache,
+        log=args.log,  # on workers, each writes its finished questions there
+        labels=args.labels,
+        memo=not args.no_memo,
+    )
 
 
 def _wrote(store: CollectionStore) -> int:
