@@ -52,7 +52,7 @@ if str(_HERE) not in sys.path:
 
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from multihop import QA_DATASETS, add_run_options  # noqa: E402
-from runstore import Journal, Progress, RunStore, fmt, result_record  # noqa: E402
+from runstore import Progress, RunStore, fmt, journalled_records, result_record  # noqa: E402
 
 from dynakrag import prompts  # noqa: E402
 from dynakrag.configuration import Configuration  # noqa: E402
@@ -226,6 +226,19 @@ def is_abstention(record: dict[str, Any]) -> bool:
     return bool(record.get("abstained")) or said == prompts.INSUFFICIENT_EVIDENCE
 
 
+def item_record(item: Item, result: Any, seconds: float) -> dict[str, Any]:
+    """One item's journal record: the item, its answer's F1 (answerable items) and the run."""
+    return {
+        "id": item.id,
+        "kind": item.kind,
+        "corpus": item.corpus,
+        "question": item.question,
+        "gold_answers": list(item.answers),
+        "f1": f1_score(result.prediction, item.answers) if item.answerable else None,
+        **result_record(result, seconds),
+    }
+
+
 def run_set(
     args: argparse.Namespace, base: Configuration, chat_model: BaseChatModel | None
 ) -> dict[str, Any]:
@@ -264,33 +277,24 @@ def run_set(
             for setting in SETTINGS:
                 cfg = base.merged({"abstain": setting == "on", "seed": args.seed})
                 key = f"{method_name}-{setting}"
-                journal = Journal(args.out_dir / f"{args.name}-runs" / f"{key}.jsonl")
-                for item in items:
-                    progress.tick()
-                    if item.id in journal.done:
-                        continue
+
+                def answer(item: Item, method: Any = method, cfg: Configuration = cfg) -> Any:
                     if item.corpus not in searchers:
                         searchers[item.corpus] = build_searcher(
                             retriever, corpora[item.corpus], embeddings=embeddings, seed=args.seed
                         )
                     began = time.perf_counter()
                     result = method.run(item.question, searchers[item.corpus], llm, cfg)
-                    seconds = time.perf_counter() - began
-                    journal.add(
-                        {
-                            "id": item.id,
-                            "kind": item.kind,
-                            "corpus": item.corpus,
-                            "question": item.question,
-                            "gold_answers": list(item.answers),
-                            "f1": f1_score(result.prediction, item.answers)
-                            if item.answerable
-                            else None,
-                            **result_record(result, seconds),
-                        }
-                    )
-                    progress.computed(seconds, f"{key} {item.kind}")
-                runs[key] = [journal.done[item.id] for item in items]
+                    return item_record(item, result, time.perf_counter() - began)
+
+                runs[key] = journalled_records(
+                    items,
+                    lambda item: item.id,
+                    args.out_dir / f"{args.name}-runs" / f"{key}.jsonl",
+                    answer,
+                    progress,
+                    lambda item, _record, key=key: f"{key} {item.kind}",
+                )
     finally:
         if cache is not None:
             cache.close()

@@ -27,7 +27,8 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))  # the shared helpers beside this script, also when imported
 
 from multihop import add_run_options  # noqa: E402
-from runstore import Journal, Progress, fmt, result_record  # noqa: E402
+from runstore import Progress, fmt, journalled_records, result_record  # noqa: E402
 
 from dynakrag.configuration import Configuration  # noqa: E402
 from dynakrag.eval.methods import get_method  # noqa: E402
@@ -134,21 +135,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 method = get_method(method_name, **(options if method_name == "dynakrag" else {}))
                 cfg = base.merged({**settings, "seed": args.seed})
                 suffix = "" if seed == DEMO_SEED else f"-w{seed}"
-                journal = Journal(args.out_dir / f"{args.name}-runs" / f"{name}{suffix}.jsonl")
-                for question in questions_of[seed]:
-                    progress.tick()
-                    if question.id in journal.done:
-                        continue
-                    asked = reworded(question, seed) if args.reworded else question.question
-                    began = time.perf_counter()
-                    result = method.run(asked, searcher, llm, cfg)
-                    seconds = time.perf_counter() - began
-                    journal.add(
-                        {**question_record(question, seed, result, seconds), "question": asked}
-                    )
-                    verdict = "right" if journal.done[question.id]["em"] else "wrong"
-                    progress.computed(seconds, f"{name} w{seed} {question.id} ({verdict})")
-                runs.setdefault(name, []).extend(journal.done[q.id] for q in questions_of[seed])
+                answer = partial(
+                    answer_record,
+                    seed=seed,
+                    run=partial(method.run, searcher=searcher, llm=llm, cfg=cfg),
+                    reword=args.reworded,
+                )
+                records = journalled_records(
+                    questions_of[seed],
+                    lambda question: question.id,
+                    args.out_dir / f"{args.name}-runs" / f"{name}{suffix}.jsonl",
+                    answer,
+                    progress,
+                    partial(verdict_line, f"{name} w{seed}"),
+                )
+                runs.setdefault(name, []).extend(records)
     finally:
         if cache is not None:
             cache.close()
@@ -202,6 +203,22 @@ REWORDINGS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 """Other wordings of the demo templates (written for the benchmark, not for the graph: no rule,
 prompt or threshold of the graph reads them)."""
+
+
+def answer_record(
+    question: Any, *, seed: int, run: Callable[[str], Any], reword: bool
+) -> dict[str, Any]:
+    """Ask ``question`` (reworded with ``reword``) through ``run``; its journal record."""
+    asked = reworded(question, seed) if reword else question.question
+    began = time.perf_counter()
+    result = run(asked)
+    seconds = time.perf_counter() - began
+    return {**question_record(question, seed, result, seconds), "question": asked}
+
+
+def verdict_line(run: str, question: Any, record: dict[str, Any]) -> str:
+    """The end of a question's progress line: the run, the question and its verdict."""
+    return f"{run} {question.id} ({'right' if record['em'] else 'wrong'})"
 
 
 def reworded(question: Any, seed: int) -> str:

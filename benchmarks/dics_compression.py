@@ -71,7 +71,7 @@ from dynakrag.eval.runner import (  # noqa: E402
     question_record,
     summarize_records,
 )
-from dynakrag.files import read_jsonl, write_json, write_jsonl, write_text_atomic  # noqa: E402
+from dynakrag.files import write_json, write_text_atomic  # noqa: E402
 from dynakrag.llm.cache import SQLiteLLMCache  # noqa: E402
 from dynakrag.llm.client import LLMClient  # noqa: E402
 from dynakrag.llm.factory import llm_client_from_config, llm_description  # noqa: E402
@@ -79,6 +79,7 @@ from dynakrag.llm.fake import ScriptedChatModel  # noqa: E402
 from dynakrag.progress import progress_bar  # noqa: E402
 from dynakrag.retrieval.base import Searcher  # noqa: E402
 from dynakrag.routing.factory import build_searcher, needs_embeddings  # noqa: E402
+from dynakrag.workers import RecordJournal, in_order, resumed  # noqa: E402
 
 PARTS = ("graph", "dsrag")
 GRAPH_DATASETS = ("hotpotqa", "2wiki", "musique")
@@ -131,21 +132,6 @@ def settings_hash(run: Run, args: argparse.Namespace) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-def done_records(path: Path) -> list[dict[str, Any]]:
-    """The records already in ``path`` (none when it does not exist). A last line torn by a
-    kill is dropped from the file; any other bad line is an error."""
-    if not path.is_file():
-        return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if lines and lines[-1].strip():
-        try:
-            json.loads(lines[-1])
-        except json.JSONDecodeError:
-            print(f"[dics] dropping a torn last line of {path}", file=sys.stderr)
-            write_text_atomic(path, "".join(line + "\n" for line in lines[:-1]))
-    return read_jsonl(path)
-
-
 def _compact(record: dict[str, Any]) -> dict[str, Any]:
     """A question record with the graph's trace cut to its compression step."""
     details = dict(record.get("details") or {})
@@ -167,33 +153,38 @@ def run_questions(
     quiet: bool,
 ) -> list[dict[str, Any]]:
     """The records of ``run``: those already in ``path``, then the rest, each appended to
-    ``path`` as soon as it is done."""
-    records = done_records(path)
-    done = {str(r["key"]) for r in records}
-    todo = [ex for ex in run.examples if ex.id not in done]
+    ``path`` as soon as it is done (:func:`~dynakrag.workers.resumed`: a question is done when
+    its whole line is written; a line torn by a kill is dropped and its question rerun)."""
+    journal = RecordJournal(path, key_field="key")
+    if journal.cut_line:
+        print(f"[dics] dropping a torn last line of {path}", file=sys.stderr)
+    before = sum(example.id in journal.done for example in run.examples)
     print(
-        f"[dics] {run.part} {run.dataset} {run.variant}: {len(run.examples) - len(todo)} of "
-        f"{len(run.examples)} done before, {len(todo)} to run -> {path}",
+        f"[dics] {run.part} {run.dataset} {run.variant}: {before} of "
+        f"{len(run.examples)} done before, {len(run.examples) - before} to run -> {path}",
         file=sys.stderr,
     )
 
-    def produced() -> Iterator[dict[str, Any]]:
-        bar = progress_bar(
-            todo, desc=f"{run.dataset} {run.variant}", unit="q", file=sys.stderr, disable=quiet
-        )
-        for example in bar:
+    def answered(todo: list[QAExample]) -> Iterator[tuple[QAExample, dict[str, Any]]]:
+        for example in todo:
             tick = time.perf_counter()
             result = run.method.run(example.question, searcher_for(example), llm, run.cfg)
             latency = time.perf_counter() - tick
             record = question_record(example, result, latency, no_answer=run.method.no_answer)
-            record = {"key": example.id, **_compact(record)}
-            records.append(record)
-            yield record
+            yield example, {"key": example.id, **_compact(record)}
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_jsonl(produced(), path, append=True)
-    order = {ex.id: i for i, ex in enumerate(run.examples)}
-    return sorted((r for r in records if r["key"] in order), key=lambda r: order[r["key"]])
+    def bar(total: int, done_before: int) -> Any:
+        desc = f"{run.dataset} {run.variant}"
+        return progress_bar(
+            total=total, initial=done_before, desc=desc, unit="q", file=sys.stderr, disable=quiet
+        )
+
+    def key(example: QAExample) -> str:
+        return example.id
+
+    for _ in resumed(run.examples, key, answered, journal, bar=bar):
+        pass
+    return in_order(run.examples, key, journal.done)
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,52 +10,75 @@ was cut halfway cheap to redo.
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dynakrag.files import json_safe, read_json, write_json
+from dynakrag.workers import RecordJournal, in_order, resumed
 
 _REPO = Path(__file__).resolve().parent.parent
+Item = TypeVar("Item")
 
 
-class Journal:
-    """Per-question records of one (method, setting) run, appended as JSON lines."""
+def journalled_records(
+    items: Sequence[Item],
+    key: Callable[[Item], str],
+    path: Path,
+    compute: Callable[[Item], dict[str, Any]],
+    progress: Progress,
+    describe: Callable[[Item, dict[str, Any]], str],
+) -> list[dict[str, Any]]:
+    """The records of one (method, setting) run over ``items``, in their order: those its
+    journal at ``path`` holds, and ``compute(item)``'s for the rest, journalled as each is
+    done (:func:`~dynakrag.workers.resumed`, the resume rule of every run). The journal is
+    bare JSON lines, each record keyed by ``key(item)`` in its ``"id"``
+    (:class:`~dynakrag.workers.RecordJournal`). ``describe(item, record)`` ends the item's
+    progress line."""
+    journal = RecordJournal(path, key_field="id")
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.done: dict[str, dict[str, Any]] = {}
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    record = json.loads(line)
-                    self.done[record["id"]] = record
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def computed(todo: list[Item]) -> Iterator[tuple[Item, dict[str, Any]]]:
+        for item in todo:
+            began = time.perf_counter()
+            record = compute(item)
+            progress.computed(time.perf_counter() - began, describe(item, record))
+            yield item, record
 
-    def add(self, record: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.done[record["id"]] = record
+    for _ in resumed(items, key, computed, journal, bar=progress.bar):
+        pass
+    return in_order(items, key, journal.done)
 
 
 class Progress:
-    """Progress lines with an ETA for a journalled loop: ``tick()`` per item, ``computed(s)``
-    per item that was computed (not replayed from the journal)."""
+    """Progress lines with an ETA over a benchmark's runs, and the progress "bar" of each run
+    through :func:`~dynakrag.workers.resumed` (``progress.bar``): ``computed(s)`` per item
+    computed now; the items done before only count."""
 
     def __init__(self, label: str, total: int, *, quiet: bool = False) -> None:
         self.label, self.total, self.quiet = label, total, quiet
         self.done = 0
         self._seconds: list[float] = []
 
-    def tick(self) -> None:
-        self.done += 1
+    def bar(self, items: int, done_before: int) -> Progress:
+        """For one run of ``items``, ``done_before`` of them journalled by an earlier run."""
+        self.done += done_before
+        return self
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def update(self, count: int) -> None:
+        """Nothing: :meth:`computed` counts the items run now (it prints their line)."""
 
     def computed(self, seconds: float, text: str) -> None:
+        self.done += 1
         self._seconds.append(seconds)
         eta = statistics.fmean(self._seconds) * (self.total - self.done)
         if not self.quiet:

@@ -160,6 +160,18 @@ class Explanation(TypedDict, total=False):
     """Instead of all the above: the action follows the last one by a fixed edge."""
 
 
+class Decision(TypedDict):
+    """What the controller decides at a state (:func:`dynakrag.graph.controller.decide`): the
+    state update it writes before going to ``next_action``."""
+
+    valid_actions: list[str]
+    invalid_reasons: dict[str, str]
+    """Each blocked action with the rule that blocks it."""
+    policy_scores: dict[str, float]
+    next_action: str
+    explanation: Explanation
+
+
 class TraceEntry(TypedDict, total=False):
     """One action of a run, as :func:`dynakrag.actions.common.action_update` records it; each
     action adds its own details (a search's ``results``, a check's ``sufficient``...)."""

@@ -15,9 +15,13 @@ A lost scheduler (or a question that killed every worker it ran on) ends the run
 * :func:`fan_out`: submits one task per item and yields ``(item, result)`` as tasks finish.
 * :func:`worker_cached`: what a worker builds once and reuses for every question it runs (its
   graph's searcher, its model client), kept per worker process.
+* :func:`resumed`: the one executor of a run over many questions (``dynakrag eval``,
+  ``dynakrag collect``, the benchmarks), with the one resume rule: a question is done when its
+  whole result is written to the run's store, and anything else is redone.
 * :class:`Journal`: the results of finished questions, one JSON line each, appended (and
   flushed to disk) as they arrive, so a rerun after a crash skips them. Its first line is the
   fingerprint of the run's settings: a journal of other settings is refused, not mixed in.
+  :class:`RecordJournal`: the same rule over bare records (the benchmarks' journals).
 
 Dask is the ``scale`` extra (``pip install 'dynakrag[scale]'``; ``make setup`` installs it).
 Task arguments travel to the workers with Dask's own serialisation (cloudpickle) over the
@@ -37,7 +41,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Protocol, Self, TypeVar
 
 from dynakrag.errors import DynakragError, UserInputError, one_line
 
@@ -47,13 +51,17 @@ __all__ = [
     "ClusterLostError",
     "Journal",
     "JournalWriteError",
+    "RecordJournal",
+    "ResultStore",
     "dask_client",
     "fan_out",
     "fingerprint",
+    "in_order",
     "journal_path",
     "pending",
     "release_cached",
     "release_on_workers",
+    "resumed",
     "worker_cached",
 ]
 
@@ -65,6 +73,7 @@ _CACHE_SIZE = 4
 _cache: OrderedDict[Hashable, Any] = OrderedDict()
 _cache_lock = threading.Lock()
 Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 def _distributed() -> Any:
@@ -244,54 +253,56 @@ class JournalWriteError(DynakragError, OSError):
     """The journal of a run could not be written (a full disk, a read-only folder)."""
 
 
-class Journal:
-    """Finished questions of a run that may be cut short, one JSON line each.
+class _LineJournal:
+    """What every journal shares: the resume rule and the durable, append-only file.
 
-    ``Journal(path, settings)`` opens (or creates) the file; ``done`` maps each finished key to
-    its stored value; ``add(key, value)`` appends and flushes one line; ``remove()`` deletes the
-    file once the run's real output is written. A line cut by a crash is ignored (its question
-    is redone). A journal written with other ``settings`` raises :class:`UserInputError`, and so
-    does a whole line whose value ``check`` refuses (it raises ``ValueError``, such as a
-    pydantic model's ``model_validate``): one line naming the file, the line and the problem.
+    The one resume rule: a question is done when its whole line is in the file; anything
+    else (a last line a crash or a full disk cut, a question never reached) is redone, and a
+    cut line is cut away before the next line is appended, so the file stays JSON Lines. ``done``
+    maps each finished key to its stored value; ``add(key, value)`` appends and flushes one
+    line; ``remove()`` deletes the file once the run's real output is written. Subclasses say
+    how a line looks (:meth:`_line`, :meth:`_entry`) and what heads the file.
     """
 
     def __init__(
-        self,
-        path: str | os.PathLike[str],
-        settings: Mapping[str, Any],
-        *,
-        check: Callable[[Any], object] | None = None,
+        self, path: str | os.PathLike[str], *, check: Callable[[Any], object] | None = None
     ) -> None:
         self.path = Path(path)
-        self.fingerprint = fingerprint(settings)
         self.check = check
         self.done: dict[str, Any] = {}
+        self.cut_line = False
+        """Whether the file ends in a line a crash or a full disk cut (cut away on the next
+        :meth:`add`)."""
         self._file: IO[str] | None = None
-        self._restart = False  # no whole header line: written afresh
-        if self.path.is_file():
-            self._read()
 
     def _read(self) -> None:
-        text = self.path.read_text(encoding="utf-8", errors="replace")
-        if "\n" not in text:  # empty, or the header cut by a crash or a full disk: no entries
-            self._restart = True
+        if not self.path.is_file():
             return
-        lines = text.splitlines()
-        header = _json_line(lines[0])
-        if not isinstance(header, dict) or header.get("schema") != JOURNAL_SCHEMA:
-            raise UserInputError(
-                f"{self.path} is not a dynakrag journal: move it away to start afresh"
-            )
-        if header.get("fingerprint") != self.fingerprint:
-            raise UserInputError(
-                f"{self.path} holds a partial run with other settings: rerun with the same "
-                "options to resume it, or delete it to start afresh"
-            )
-        for number, line in enumerate(lines[1:], start=2):
-            entry = _json_line(line)
-            if isinstance(entry, dict) and isinstance(entry.get("key"), str):
-                self._check(entry.get("value"), number)
-                self.done[entry["key"]] = entry.get("value")
+        data = self.path.read_bytes()
+        whole = data[: data.rfind(b"\n") + 1]
+        self.cut_line = len(whole) < len(data)
+        lines = whole.decode("utf-8", errors="replace").splitlines()
+        for number, line in self._body(lines):
+            entry = self._entry(_json_line(line), number)
+            if entry is not None:
+                self._check(entry[1], number)
+                self.done[entry[0]] = entry[1]
+
+    def _body(self, lines: list[str]) -> list[tuple[int, str]]:
+        """``(line number, line)`` of the entries among the file's whole lines."""
+        return [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
+
+    def _entry(self, line: Any, number: int) -> tuple[str, Any] | None:
+        """``(key, value)`` of a whole line (None: no entry)."""
+        raise NotImplementedError
+
+    def _line(self, key: str, value: Any) -> Any:
+        """The JSON written for ``key`` finished with ``value``."""
+        raise NotImplementedError
+
+    def _header(self) -> Mapping[str, Any] | None:
+        """The first line of a new file (None: none)."""
+        return None
 
     def _check(self, value: Any, number: int) -> None:
         if self.check is None:
@@ -306,13 +317,13 @@ class Journal:
     def add(self, key: str, value: Any) -> None:
         """Record ``key`` as finished with ``value`` (JSON-safe), durably. A write that fails
         (the disk full) raises :class:`JournalWriteError` and leaves the lines before it
-        readable: the cut line is ignored on reading and ended before the next one."""
+        readable: the cut line is ignored on reading and cut away before the next one."""
         try:
             if self._file is None:
                 self._open()
-            self._write({"key": key, "value": value})
+            self._write(self._line(key, value))
         except OSError as exc:
-            self.close()  # the next add reopens and ends the cut line first
+            self.close()  # the next add reopens and cuts the cut line away first
             raise JournalWriteError(
                 f"cannot write the journal {self.path}: {exc.strerror or exc} (its finished "
                 "questions are kept: free space and rerun the same command to resume)"
@@ -320,20 +331,19 @@ class Journal:
         self.done[key] = value
 
     def _open(self) -> None:
-        size = 0 if self._restart or not self.path.is_file() else self.path.stat().st_size
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("w" if size == 0 else "a", encoding="utf-8")
-        self._restart = False
-        if size == 0:
-            self._write({"schema": JOURNAL_SCHEMA, "fingerprint": self.fingerprint})
-            return
-        with self.path.open("rb") as existing:
-            existing.seek(size - 1)
-            cut = existing.read(1) != b"\n"
-        if cut:  # a line cut by a crash or a full disk: end it, so the next line stays whole
-            self._file.write("\n")
+        self._file = self.path.open("a", encoding="utf-8")
+        size = self._file.tell()
+        whole = _whole_lines_size(self.path, size)
+        if whole < size:  # a line cut by a crash or a full disk: cut it away, then append
+            self._file.truncate(whole)
+            self._file.seek(whole)
+        if whole == 0:  # a new file, or its header never got written whole
+            header = self._header()
+            if header is not None:
+                self._write(header)
 
-    def _write(self, entry: Mapping[str, Any]) -> None:
+    def _write(self, entry: Any) -> None:
         assert self._file is not None
         self._file.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
         self._file.flush()
@@ -352,11 +362,153 @@ class Journal:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
-    def __enter__(self) -> Journal:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class Journal(_LineJournal):
+    """Finished questions of a run that may be cut short (``dynakrag eval --out``'s
+    ``<out>.partial.jsonl``): a header line with the fingerprint of the run's settings, then
+    ``{"key": ..., "value": ...}`` a finished question (the resume rule of
+    :class:`_LineJournal`).
+
+    A journal written with other ``settings`` raises :class:`UserInputError`, and so does a
+    whole line whose value ``check`` refuses (it raises ``ValueError``, such as a pydantic
+    model's ``model_validate``): one line naming the file, the line and the problem.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        settings: Mapping[str, Any],
+        *,
+        check: Callable[[Any], object] | None = None,
+    ) -> None:
+        super().__init__(path, check=check)
+        self.fingerprint = fingerprint(settings)
+        self._read()
+
+    def _body(self, lines: list[str]) -> list[tuple[int, str]]:
+        if not lines:  # empty, or the header cut by a crash or a full disk: no entries
+            return []
+        header = _json_line(lines[0])
+        if not isinstance(header, dict) or header.get("schema") != JOURNAL_SCHEMA:
+            raise UserInputError(
+                f"{self.path} is not a dynakrag journal: move it away to start afresh"
+            )
+        if header.get("fingerprint") != self.fingerprint:
+            raise UserInputError(
+                f"{self.path} holds a partial run with other settings: rerun with the same "
+                "options to resume it, or delete it to start afresh"
+            )
+        return super()._body(lines)[1:]
+
+    def _entry(self, line: Any, number: int) -> tuple[str, Any] | None:
+        if isinstance(line, dict) and isinstance(line.get("key"), str):
+            return line["key"], line.get("value")
+        return None
+
+    def _line(self, key: str, value: Any) -> Any:
+        return {"key": key, "value": value}
+
+    def _header(self) -> Mapping[str, Any] | None:
+        return {"schema": JOURNAL_SCHEMA, "fingerprint": self.fingerprint}
+
+
+class RecordJournal(_LineJournal):
+    """A journal of bare records, one JSON object a line keyed by its own ``key_field`` (no
+    header): the benchmarks' per-question journals (``<name>-runs/*.jsonl``), readable as
+    plain JSON Lines. The resume rule is :class:`_LineJournal`'s; a whole line that is not a
+    record with a string ``key_field`` raises :class:`UserInputError` naming it."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        key_field: str = "id",
+        check: Callable[[Any], object] | None = None,
+    ) -> None:
+        super().__init__(path, check=check)
+        self.key_field = key_field
+        self._read()
+
+    def _entry(self, line: Any, number: int) -> tuple[str, Any] | None:
+        if not isinstance(line, dict) or not isinstance(line.get(self.key_field), str):
+            raise UserInputError(
+                f"{self.path} line {number}: not a record with a {self.key_field!r} "
+                "(move the journal away to start afresh)"
+            )
+        return line[self.key_field], line
+
+    def _line(self, key: str, value: Any) -> Any:
+        if not isinstance(value, Mapping) or value.get(self.key_field) != key:
+            raise ValueError(f"a record of {self.path} must carry {self.key_field}={key!r}")
+        return value
+
+
+class ResultStore(Protocol):
+    """Where a run writes each finished question's whole result: a journal, or a collection's
+    records file and trajectory log (:class:`~dynakrag.training.collection_store.
+    CollectionStore`). What it holds is done; ``add`` writes one question whole."""
+
+    @property
+    def done(self) -> Mapping[str, Any]: ...
+
+    def add(self, key: str, value: Any) -> None: ...
+
+
+def resumed(
+    items: Sequence[Item],
+    key: Callable[[Item], str],
+    run: Callable[[list[Item]], Iterable[tuple[Item, Result]]],
+    store: ResultStore | None = None,
+    *,
+    bar: Callable[[int, int], contextlib.AbstractContextManager[Any]] | None = None,
+) -> Iterator[tuple[Item, Result]]:
+    """The one executor of a run over many questions, with the one resume rule: the items
+    whose key ``store`` holds are done (their whole result was written) and skipped; ``run``
+    computes the rest (in this process or on Dask workers, ``(item, result)`` as each
+    finishes), and each result is written to ``store`` before it is passed on.
+
+    ``bar(total, done before)`` makes the progress bar (updated per item finished now). An
+    item ``run`` gives no result for (a question left out) stays undone: a rerun tries it.
+    """
+    done = store.done if store is not None else {}
+    todo = pending(items, key, done)
+    before = len(items) - len(todo)
+    with bar(len(items), before) if bar is not None else contextlib.nullcontext() as shown:
+        for item, result in run(todo):
+            if store is not None:
+                store.add(key(item), result)
+            yield item, result
+            if shown is not None:
+                shown.update(1)
+
+
+def in_order(
+    items: Iterable[Item], key: Callable[[Item], str], done: Mapping[str, Result]
+) -> list[Result]:
+    """The results of ``items`` in their order, from ``done`` (every one must be there)."""
+    return [done[key(item)] for item in items]
+
+
+def _whole_lines_size(path: Path, size: int) -> int:
+    """How many of the first ``size`` bytes of ``path`` are whole lines (up to the last
+    newline), read backwards a block at a time."""
+    block = 1 << 16
+    with path.open("rb") as file:
+        end = size
+        while end > 0:
+            start = max(0, end - block)
+            file.seek(start)
+            newline = file.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            end = start
+    return 0
 
 
 def _json_line(line: str) -> Any:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dynakrag.cli.arguments import EXIT_OK, positive_int
-from dynakrag.data.datasets import DATASETS
+from dynakrag.data.datasets import DATASETS, require_train_split
 from dynakrag.errors import UserInputError
 from dynakrag.eval.runner import SETTINGS
 from dynakrag.routing.factory import RETRIEVERS
@@ -75,11 +75,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from dynakrag.policy.registry import resolve_policy
     from dynakrag.training.calibrate import calibrate, describe_costs
 
-    if args.split != "train":
-        raise UserInputError(
-            "calibration fits the policy: only --split train may be used (eval rows are for "
-            "reporting only)"
-        )
+    require_train_split(args.split, "calibration fits the policy")
     policy = resolve_policy(args.policy)
     if not isinstance(policy, LearnedPolicy):
         raise UserInputError(

@@ -22,11 +22,14 @@ searches one pool of the passages of ALL the dataset's train questions, whatever
 or ``--limit`` selects, so a sample extends to a larger one over the same corpus (its digest
 is one of the collection's settings).
 
-In one process, records are appended to ``--out`` question by question, and a rerun of the
-same command resumes it: the questions it finished are skipped, a question a kill cut short
-is dropped and run again (:func:`~dynakrag.training.records.resume_collection`); records of
-other settings in ``--out`` are refused, and ``--restart`` starts it afresh. ``--resume-from``
-names records files (``.gz`` too) of the same settings, such as the sorted, gzipped records
+In one process and on workers, a collection runs through the executor every run shares
+(:func:`~dynakrag.workers.resumed`, with ``--out`` and ``--log`` as its store:
+:class:`~dynakrag.training.collection_store.CollectionStore`). Records are appended to ``--out``
+question by question, each question whole, and a rerun of the same command resumes it: the
+questions it finished are skipped, a question a kill cut short is dropped and run again
+(:func:`~dynakrag.training.records.resume_collection`); records of other settings in
+``--out`` are refused, and ``--restart`` starts it afresh. ``--resume-from`` names records
+files (``.gz`` too) of the same settings, such as the sorted, gzipped records
 shipped with the policy: their finished questions of the selection are copied into ``--out``
 (and ``--log``) as they are and not collected again (:func:`~dynakrag.training.records.
 carry_over`). Every question prints a progress line on stderr (seconds per question so far,
@@ -39,19 +42,30 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynakrag.cli.arguments import EXIT_OK, add_worker_options, fraction, positive_int
 from dynakrag.cli.generator import check_model_reached, make_llm
 from dynakrag.cli.runlog import add_log_option
 from dynakrag.configuration import Configuration
-from dynakrag.data.datasets import DATASETS, QAExample, load_examples, open_corpus
+from dynakrag.data.datasets import (
+    DATASETS,
+    QAExample,
+    load_examples,
+    open_corpus,
+    require_train_split,
+)
 from dynakrag.errors import UserInputError
 from dynakrag.retrieval.passage import Passage
 from dynakrag.routing.factory import RETRIEVERS
 from dynakrag.training.labelling import LABELS
+
+if TYPE_CHECKING:
+    from dynakrag.training.collection_report import CollectionReport
+    from dynakrag.training.collection_store import CollectionStore
+    from dynakrag.training.workers import CollectJob
 
 
 def add_parser(subparsers: Any) -> None:
@@ -131,16 +145,11 @@ def add_parser(subparsers: Any) -> None:
 
 def run_collect(args: argparse.Namespace) -> int:
     """Roll out on the training questions and write the labelled records."""
-    from dynakrag.training.collect import collect
     from dynakrag.training.collection_report import CollectionReport
-    from dynakrag.training.records import resume_collection
-    from dynakrag.training.searchers import collection_searcher_factory
+    from dynakrag.training.collection_store import CollectionStore, collected_key
+    from dynakrag.workers import resumed
 
-    if args.split != "train":
-        raise UserInputError(
-            "collection is training: only --split train may be collected (eval rows are "
-            "for reporting only)"
-        )
+    require_train_split(args.split, "collection is training")
     if args.out is None and args.log is None:
         raise UserInputError("say where the records go: --out FILE.jsonl, --log LOG, or both")
     cfg = Configuration.from_env(seed=args.seed, retriever=args.retriever)
@@ -149,48 +158,33 @@ def run_collect(args: argparse.Namespace) -> int:
     )
     # One pool of every train question, whatever is selected or resumed: the same corpus.
     corpus = open_corpus(pool) if args.setting == "open" else None
-    if args.log is not None:
-        from dynakrag.training.trajectories import logged_questions
-
-        done = logged_questions(args.log)  # also checks the log before any model loads
-        examples = [e for e in examples if (e.dataset, e.id) not in done]
     settings = _collection_settings(args, cfg, corpus)
-    finished: set[tuple[str, str]] = set()
-    if args.out is not None:
-        if args.restart:
-            _start_afresh(args.out)
-        else:
-            finished = resume_collection(args.out, settings)
-    finished |= _carry_over(args, settings, examples, finished)
-    todo = [e for e in examples if (e.dataset, e.id) not in finished]
-    if finished:
+    on_workers = bool(args.workers or args.scheduler)
+    store = CollectionStore(
+        args.out, args.log, settings, restart=args.restart, log_written=on_workers
+    )
+    examples = [e for e in examples if (e.dataset, e.id) not in store.logged]
+    store.carried(_carry_over(args, settings, examples, store.finished))
+    todo = [e for e in examples if collected_key(e) not in store.done]
+    if store.finished:
         print(f"Resuming {args.out}: {len(examples) - len(todo)} questions already collected")
-    if args.workers or args.scheduler:
-        return _collect_on_workers(args, cfg, examples, todo, settings, corpus)
-    searcher_factory = collection_searcher_factory(cfg.retriever, corpus)
+    job = _collect_job(args, cfg, settings)
+    if on_workers:
+        run = _collect_on_workers(args, job, len(examples) - len(todo), corpus)
+        for _ in resumed(examples, collected_key, run, store):
+            pass
+        return _wrote(store)
     report = CollectionReport(
         total=len(todo), done_before=len(examples) - len(todo), stream=sys.stderr
     )
     llm = make_llm(cfg, disk_cache=not args.no_cache)
-    records = collect(
-        todo,
-        searcher_factory,
-        llm,
-        cfg,
-        epsilon=args.epsilon,
-        seed=args.seed,
-        branch=not args.no_branch,
-        progress=False,
-        rollouts=args.rollouts,
-        collection=settings,
-        labels=args.labels,
-        memo=not args.no_memo,
-        report=report,
-    )
-    written = _write_records(args, records)
+    run = _collect_here(job, llm, corpus, report)
+    for _ in resumed(examples, collected_key, run, store):
+        pass
+    _wrote(store)
     print(report.summary())
     check_model_reached(llm)  # every request failed: nothing was collected, say why
-    return written
+    return EXIT_OK
 
 
 def select_questions(
@@ -207,15 +201,6 @@ def select_questions(
     if sample is not None:
         return pool, stratified_sample(pool, sample, seed)
     return pool, pool[:limit] if limit else list(pool)
-
-
-def _start_afresh(out: Path) -> None:
-    """``--restart``: empty ``--out`` (what is carried over and collected is appended)."""
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(b"")
-    except OSError as exc:
-        raise UserInputError(f"cannot write {out}: {exc.strerror or exc}") from None
 
 
 def _carry_over(
@@ -275,66 +260,63 @@ def _collection_settings(
     return settings
 
 
+def _collect_here(
+    job: CollectJob, llm: Any, corpus: Sequence[Passage] | None, report: CollectionReport
+) -> Callable[[list[QAExample]], Iterator[tuple[QAExample, list[dict[str, Any]]]]]:
+    """What collects the questions left to do in this process, question by question."""
+    from dynakrag.training.collect import collect
+    from dynakrag.training.collection_store import collected_questions
+    from dynakrag.training.searchers import collection_searcher_factory
+
+    searcher_factory = collection_searcher_factory(job.cfg.retriever, corpus)
+
+    def run(todo: list[QAExample]) -> Iterator[tuple[QAExample, list[dict[str, Any]]]]:
+        options = job.collect_options()
+        records = collect(
+            todo, searcher_factory, llm, job.cfg, progress=False, report=report, **options
+        )
+        return collected_questions(todo, records)
+
+    return run
+
+
 def _collect_on_workers(
-    args: argparse.Namespace,
-    cfg: Configuration,
-    examples: list[QAExample],
-    todo: list[QAExample],
-    settings: dict[str, Any],
-    corpus: Sequence[Passage] | None,
-) -> int:
-    """Collect ``todo`` (the ``examples`` a resumed ``--out`` has not finished) on Dask
-    workers, each question's records written as it finishes."""
-    from dynakrag.training.workers import CollectJob, collect_on_workers, corpus_digest
+    args: argparse.Namespace, job: CollectJob, done: int, corpus: Sequence[Passage] | None
+) -> Callable[[list[QAExample]], Iterator[tuple[QAExample, list[dict[str, Any]]]]]:
+    """What collects the questions left to do on Dask workers (``done``: those finished
+    before), each question's records handed back as it finishes."""
+    from dynakrag.training.workers import collect_on_workers
     from dynakrag.workers import dask_client
 
-    job = CollectJob(
+    def run(todo: list[QAExample]) -> Iterator[tuple[QAExample, list[dict[str, Any]]]]:
+        with dask_client(args.workers, args.scheduler) as client:
+            yield from collect_on_workers(todo, job, client, corpus=corpus, finished=done)
+
+    return run
+
+
+def _collect_job(
+    args: argparse.Namespace, cfg: Configuration, settings: dict[str, Any]
+) -> CollectJob:
+    """The options of this collection, as one process and every worker run them."""
+    from dynakrag.training.workers import CollectJob
+
+    return CollectJob(
         cfg=cfg,
         epsilon=args.epsilon,
         seed=args.seed,
         branch=not args.no_branch,
         rollouts=args.rollouts,
-        corpus_id=corpus_digest(corpus) if corpus is not None else None,
+        corpus_id=settings["corpus"],  # the open setting's pooled corpus, named once
         collection=settings,
         disk_cache=not args.no_cache,
-        log=args.log,  # each worker writes its finished questions there
+        log=args.log,  # on workers, each writes its finished questions there
         labels=args.labels,
         memo=not args.no_memo,
     )
 
-    def records() -> Any:
-        with dask_client(args.workers, args.scheduler) as client:
-            done = len(examples) - len(todo)
-            for _, question in collect_on_workers(todo, job, client, corpus=corpus, finished=done):
-                yield from question
 
-    return _write_records(args, records(), logged=True)
-
-
-def _write_records(args: argparse.Namespace, records: Any, *, logged: bool = False) -> int:
-    """Append the records to ``--out`` and/or write them to ``--log`` (unless the workers
-    ``logged`` them already)."""
-    from dynakrag.files import write_jsonl
-    from dynakrag.training.trajectories import describe_log, tee_records_into_log
-
-    questions: set[str] = set()
-
-    def counted(stream: Any) -> Any:
-        for record in stream:
-            questions.add(record["example_id"])
-            yield record
-
-    stream = counted(records)
-    if args.log is not None and not logged:
-        stream = tee_records_into_log(stream, args.log)
-    if args.out is None:
-        count = sum(1 for _ in stream)
-    else:
-        try:
-            count = write_jsonl(stream, args.out, append=True)
-        except OSError as exc:
-            raise UserInputError(f"cannot write {args.out}: {exc.strerror or exc}") from None
-    places = [str(p) for p in (args.out,) if p is not None]
-    places += [describe_log(args.log)] if args.log is not None else []
-    print(f"Wrote {count} records from {len(questions)} questions to {' and '.join(places)}")
+def _wrote(store: CollectionStore) -> int:
+    """Say what the collection wrote, and where."""
+    print(f"Wrote {store.records} records from {store.questions} questions to {store.describe()}")
     return EXIT_OK

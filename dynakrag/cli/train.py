@@ -24,12 +24,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynakrag.cli.arguments import EXIT_OK, holdout_fraction, positive_int
 from dynakrag.cli.generator import check_model_reached, make_llm
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
+
+if TYPE_CHECKING:
+    from dynakrag.training.records import TransitionFields
 
 
 def add_parser(subparsers: Any) -> None:
@@ -88,7 +91,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     _check_options(args)
     cfg = Configuration.from_env(seed=args.seed)
-    pooled: list[dict] = []
+    pooled: list[TransitionFields] = []
     if args.base is not None:  # read first: a missing base fails before any model call
         from dynakrag.training.retrain import base_records
 
@@ -143,11 +146,13 @@ def _check_options(args: argparse.Namespace) -> None:
             raise UserInputError(f"{flag} applies to --log only")
 
 
-def _gather(args: argparse.Namespace, cfg: Configuration) -> tuple[list[dict], Any, Any]:
+def _gather(
+    args: argparse.Namespace, cfg: Configuration
+) -> tuple[list[TransitionFields], Any, Any]:
     """(records, how the log was labelled or None, the model client when branching)."""
     from dynakrag.training.records import read_records
 
-    records: list[dict] = read_records(args.trajectories) if args.trajectories else []
+    records = read_records(args.trajectories) if args.trajectories else []
     if args.log is None:
         return records, None, None
     from dynakrag.actions.common import Resources

@@ -47,7 +47,7 @@ import random
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,14 +62,14 @@ from dynakrag.eval import metrics
 from dynakrag.eval.methods import Method, MethodResult, get_method
 from dynakrag.eval.methods.base import method_configuration
 from dynakrag.eval.records import check_eval_record
-from dynakrag.eval.workers import question_key, questions_bar
+from dynakrag.eval.workers import run_questions
 from dynakrag.files import write_json
 from dynakrag.llm.cache import SQLiteLLMCache
 from dynakrag.llm.factory import llm_client_from_config, llm_description
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
 from dynakrag.routing.factory import RETRIEVERS, build_searcher, needs_embeddings
-from dynakrag.workers import Journal, journal_path, pending
+from dynakrag.workers import Journal, journal_path
 
 __all__ = [
     "DERIVED_KEYS",
@@ -405,10 +405,9 @@ def evaluate(
             else None
         )
         if workers is None and scheduler is None:
-            done = dict(journal.done) if journal is not None else {}
-            todo = pending(examples, question_key, done)
-            bar = questions_bar(len(examples), len(examples) - len(todo), desc, progress)
-            with bar:
+            build_seconds: list[float] = []
+
+            def answered(todo: list[QAExample]) -> Iterator[tuple[QAExample, dict[str, Any]]]:
                 for example in todo:
                     record, build_s = answer_question(
                         runner,
@@ -421,12 +420,11 @@ def evaluate(
                         seed=seed,
                         no_answer=no_answer,
                     )
-                    if journal is not None:
-                        journal.add(question_key(example), record)
-                    done[question_key(example)] = record
-                    index_s += build_s
-                    bar.update(1)
-            records = [done[question_key(example)] for example in examples]
+                    build_seconds.append(build_s)
+                    yield example, record
+
+            records = run_questions(examples, answered, journal, desc=desc, progress=progress)
+            index_s += sum(build_seconds)
             if llm_cache is not None:
                 cache_stats = {"enabled": True, **llm_cache.stats()}
         else:

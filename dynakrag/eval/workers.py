@@ -9,8 +9,9 @@ single-process run writes (its ``latency_s`` aside); :func:`evaluate_on_workers`
 the questions' order. The method travels to the workers with the task (a ``dynakrag`` method
 with a trajectory log opens its own connection there).
 
-Resuming: with a :class:`~dynakrag.workers.Journal` (``evaluate`` keeps one beside ``out``),
-finished questions are journalled as they arrive and skipped by a rerun; a worker that dies
+Resuming: the run goes through :func:`~dynakrag.workers.resumed` with ``evaluate``'s
+:class:`~dynakrag.workers.Journal` (beside ``out``), as a single-process run does: finished
+questions are journalled as they arrive and skipped by a rerun; a worker that dies
 loses only the question it was on, which Dask runs again on another worker.
 """
 
@@ -20,8 +21,9 @@ import contextlib
 import random
 import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +35,23 @@ from dynakrag.data.datasets import QAExample
 from dynakrag.eval.methods import Method
 from dynakrag.progress import progress_bar
 from dynakrag.retrieval.passage import Passage
-from dynakrag.workers import Journal, fan_out, pending, release_on_workers, worker_cached
+from dynakrag.workers import (
+    Journal,
+    fan_out,
+    in_order,
+    release_on_workers,
+    resumed,
+    worker_cached,
+)
 
-__all__ = ["EvalJob", "eval_question", "evaluate_on_workers", "question_key", "questions_bar"]
+__all__ = [
+    "EvalJob",
+    "eval_question",
+    "evaluate_on_workers",
+    "question_key",
+    "questions_bar",
+    "run_questions",
+]
 
 
 @dataclass(frozen=True)
@@ -138,23 +154,39 @@ def evaluate_on_workers(
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The records of ``examples`` in their order, run on ``client``'s workers, and the LLM
     cache hits and misses of the questions run now (not those read from ``journal``)."""
-    done = dict(journal.done) if journal is not None else {}
-    todo = pending(examples, question_key, done)
     shared = client.scatter(list(corpus), broadcast=True) if corpus is not None else None
     counts = {"hits": 0, "misses": 0}
-    bar = questions_bar(len(examples), len(examples) - len(todo), desc, progress)
-    with bar, contextlib.ExitStack() as cleanup:
+
+    def answered(todo: list[QAExample]) -> Iterator[tuple[QAExample, dict[str, Any]]]:
+        keys = [question_key(example) for example in todo]
+        for example, record in fan_out(client, eval_question, todo, job, shared, keys=keys):
+            cache = record.pop("_cache")  # counted, not journalled
+            for name in counts:
+                counts[name] += cache[name]
+            yield example, record
+
+    with contextlib.ExitStack() as cleanup:
         cleanup.callback(release_on_workers, client, job.run_id)
-        for example, record in fan_out(
-            client, eval_question, todo, job, shared, keys=[question_key(e) for e in todo]
-        ):
-            cache = record.pop("_cache")
-            counts = {name: counts[name] + cache[name] for name in counts}
-            if journal is not None:
-                journal.add(question_key(example), record)
-            done[question_key(example)] = record
-            bar.update(1)
-    return [done[question_key(example)] for example in examples], counts
+        records = run_questions(examples, answered, journal, desc=desc, progress=progress)
+    return records, counts
+
+
+def run_questions(
+    examples: Sequence[QAExample],
+    answered: Callable[[list[QAExample]], Iterable[tuple[QAExample, dict[str, Any]]]],
+    journal: Journal | None,
+    *,
+    desc: str,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """The records of ``examples`` in their order: the journal's, and ``answered``'s for the
+    rest (in this process or on workers), journalled as each finishes
+    (:func:`~dynakrag.workers.resumed`)."""
+    done = dict(journal.done) if journal is not None else {}
+    bar = partial(questions_bar, desc=desc, progress=progress)
+    for example, record in resumed(examples, question_key, answered, journal, bar=bar):
+        done[question_key(example)] = record
+    return in_order(examples, question_key, done)
 
 
 def questions_bar(total: int, done: int, desc: str, progress: bool) -> Any:

@@ -11,19 +11,18 @@ actions with its token cost table.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from dynakrag.configuration import Configuration
 from dynakrag.graph.validity import action_set
 from dynakrag.policy.base import Policy
 from dynakrag.policy.explain import explain_decision, learned_policy_in
 from dynakrag.policy.token_budget import budget_status, choose_lambda
-from dynakrag.state import ACTIONS, State
+from dynakrag.state import ACTIONS, Decision, State
 
 logger = logging.getLogger(__name__)
 
 
-def decide(state: State, policy: Policy, cfg: Configuration) -> dict[str, Any]:
+def decide(state: State, policy: Policy, cfg: Configuration) -> Decision:
     """Compute A(s), score it with the policy and record the chosen action and why."""
     learned = learned_policy_in(policy)
     calibration = learned.calibration if learned is not None else None
@@ -49,10 +48,10 @@ def decide(state: State, policy: Policy, cfg: Configuration) -> dict[str, Any]:
         lambda_source=lambda_source,
         budget=budget,
     )
-    return {
-        "valid_actions": actions,
-        "invalid_reasons": reasons,
-        "policy_scores": {action: round(score, 6) for action, score in scores.items()},
-        "next_action": choice,
-        "explanation": explanation,
-    }
+    return Decision(
+        valid_actions=actions,
+        invalid_reasons=reasons,
+        policy_scores={action: round(score, 6) for action, score in scores.items()},
+        next_action=choice,
+        explanation=explanation,
+    )

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
@@ -37,7 +36,7 @@ from dynakrag.graph.controller import decide
 from dynakrag.graph.nodes import FIXED_EDGES, fixed_successor, prepared_state
 from dynakrag.graph.validity import valid_actions
 from dynakrag.policy.base import Policy
-from dynakrag.state import ACTIONS, ADDITIVE_FIELDS, State
+from dynakrag.state import ACTIONS, ADDITIVE_FIELDS, Decision, State
 
 __all__ = ["Branches", "decision_update", "initial_state", "replay", "step", "what_if"]
 
@@ -73,7 +72,7 @@ class _Forced(Policy):
 
 def decision_update(
     state: State, action: str, cfg: Configuration, policy: Policy | None = None
-) -> dict[str, Any]:
+) -> Decision:
     """What the controller writes when it chooses ``action`` (ValueError if it is not valid).
 
     ``policy`` only provides the recorded ``policy_scores`` (zeros without one).

@@ -26,7 +26,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from dynakrag.configuration import Configuration
-from dynakrag.data.datasets import default_setting
+from dynakrag.data.datasets import default_setting, require_train_split
 from dynakrag.errors import UserInputError
 from dynakrag.eval.methods.dynakrag import DynakragMethod
 from dynakrag.eval.runner import evaluate
@@ -81,11 +81,7 @@ def calibrate(
     ``setting`` defaults to each dataset's evaluation default, ``retriever`` to the
     configuration's. ``on_point`` is called with each finished λ (progress lines).
     """
-    if split != "train":
-        raise UserInputError(
-            "calibration fits the policy: only --split train may be used (eval rows are for "
-            "reporting only)"
-        )
+    require_train_split(split, "calibration fits the policy")
     if not datasets:
         raise UserInputError("give at least one dataset to calibrate on")
     values = sorted(set(float(v) for v in lambdas))

@@ -9,7 +9,7 @@ optionally with counterfactual branches run from each logged state.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
@@ -34,6 +34,7 @@ from dynakrag.training.labelling import (
     run_outcome,
     stop_f1,
 )
+from dynakrag.training.records import TransitionFields
 
 __all__ = ["records_from_transitions", "split_runs"]
 
@@ -60,7 +61,7 @@ def records_from_transitions(
     split: str = "train",
     branch: Resources | None = None,
     behaviour: Policy | None = None,
-) -> list[dict[str, Any]]:
+) -> list[TransitionFields]:
     """Records from logged ``Transition``s (``read_transitions``) of runs with known gold.
 
     ``gold``: a :class:`~dynakrag.training.gold.GoldBook` (a run matches by run id, else by
@@ -91,7 +92,7 @@ def records_from_transitions(
         from dynakrag.policy.heuristic import HeuristicPolicy
 
         behaviour = HeuristicPolicy()
-    records: list[dict[str, Any]] = []
+    records: list[TransitionFields] = []
     runs_of_thread: dict[str, int] = {}
     for run in split_runs(transitions):
         thread = run[0].thread_id
@@ -114,7 +115,10 @@ def records_from_transitions(
             split=split,
         )
         nodes = _logged_nodes(run, example, row.support, cfg, branch, behaviour)
-        records.extend({**record, "source": "log"} for record in node_records(example, nodes, cfg))
+        records.extend(
+            cast(TransitionFields, {**record, "source": "log"})
+            for record in node_records(example, nodes, cfg)
+        )
     return records
 
 

@@ -60,7 +60,7 @@ import os
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -71,11 +71,14 @@ from dynakrag.state import ACTIONS
 __all__ = [
     "RECORD_SCHEMA",
     "CarriedOver",
+    "Question",
+    "TransitionFields",
     "TransitionRecord",
     "carry_over",
     "check_record",
     "checked_records",
     "finished_questions",
+    "question_groups",
     "read_records",
     "resume_collection",
 ]
@@ -123,33 +126,90 @@ class TransitionRecord(BaseModel):
         return action
 
 
+class TransitionFields(TypedDict, total=False):
+    """A transition record as readers pass it on: the dict it was written as (the module
+    doc's fields), once :class:`TransitionRecord` has checked it."""
+
+    schema: str
+    source: str
+    example_id: str
+    dataset: str
+    split: str
+    step: int
+    history: list[str]
+    feature_version: int
+    features: list[float]
+    state: dict[str, Any]
+    budgets: dict[str, int]
+    valid: list[str]
+    action: str
+    label: float
+    label_version: int
+    sr_before: float
+    sr_after: float
+    f1_before: float | None
+    f1_after: float | None
+    answer: str | None
+    continuation: float
+    continuation_support: float
+    chosen: bool
+    executed: bool
+    deltas: dict[str, int]
+    question_records: int
+    collection: dict[str, Any]
+
+
 def check_record(record: Mapping[str, Any]) -> TransitionRecord:
     """``record`` read as a :class:`TransitionRecord`; ValueError saying what is wrong."""
     return TransitionRecord.model_validate(record)
 
 
-def checked_records(records: Sequence[Mapping[str, Any]], where: str) -> None:
-    """Check records read from elsewhere than a file (a log's table): UserInputError naming
-    ``where`` and the record's number (from 1) for the first bad one."""
+def checked_records(records: Sequence[Mapping[str, Any]], where: str) -> list[TransitionFields]:
+    """Check records read from elsewhere than a file (a log's table); the records, as they
+    are. UserInputError naming ``where`` and the record's number (from 1) for the first bad
+    one."""
     for number, record in enumerate(records, start=1):
         try:
             check_record(record)
         except ValidationError as exc:
             raise UserInputError(f"{where}: stored record {number}: {one_line(exc)}") from None
+    return cast(list[TransitionFields], list(records))
 
 
 Question = tuple[str, str]
 """``(dataset, example_id)``."""
+Record = TypeVar("Record", bound=Mapping[str, Any])
 
 
 def _question(record: Mapping[str, Any]) -> Question:
     return (str(record.get("dataset", "")), str(record.get("example_id", "")))
 
 
-def read_records(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[dict]:
+def question_groups(records: Iterable[Record]) -> Iterator[list[Record]]:
+    """``records`` (collection writes them question by question) in one list a question: a
+    question ends when it has as many records as its ``question_records`` says, or when the
+    next question starts."""
+    group: list[Record] = []
+    for record in records:
+        if group and _question(record) != _question(group[-1]):
+            yield group
+            group = []
+        group.append(record)
+        if record.get("question_records") == len(group):
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+def read_records(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+) -> list[TransitionFields]:
     """The transition records of one or more JSONL files (written with
-    :func:`dynakrag.files.write_jsonl`); UserInputError naming file and line if one is bad."""
-    return read_jsonl(paths, schema=RECORD_SCHEMA, what="trajectories", check=check_record)
+    :func:`dynakrag.files.write_jsonl`), each checked by :class:`TransitionRecord`;
+    UserInputError naming file and line if one is bad."""
+    records = read_jsonl(paths, schema=RECORD_SCHEMA, what="trajectories", check=check_record)
+    return cast(list[TransitionFields], records)
 
 
 def resume_collection(

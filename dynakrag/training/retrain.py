@@ -30,7 +30,7 @@ from dynakrag.policy.base import Policy
 from dynakrag.policy.registry import DEFAULT_POLICY_FILE
 from dynakrag.training.gold import GoldBook
 from dynakrag.training.logged_runs import records_from_transitions, split_runs
-from dynakrag.training.records import checked_records, read_records
+from dynakrag.training.records import TransitionFields, checked_records, read_records
 from dynakrag.training.trajectories import (
     LogTarget,
     Transition,
@@ -57,7 +57,7 @@ DEFAULT_POLICY_RECORDS = DEFAULT_POLICY_FILE.with_name("default_policy.records.j
 class LogLabels:
     """The records a log yields, and how its runs were matched to gold."""
 
-    records: list[dict[str, Any]]
+    records: list[TransitionFields]
     stored: int
     """Records read from the log's records table (``collect --log``)."""
     runs: int
@@ -96,8 +96,7 @@ def label_log(
     labelled only with ``gold``, branched only with ``branch`` resources."""
     if not log_exists(target):
         raise UserInputError(f"no trajectory log at {describe_log(target)}")
-    stored = read_log_records(target)
-    checked_records(stored, describe_log(target))
+    stored = checked_records(read_log_records(target), describe_log(target))
     transitions = read_transitions(target)
     labels = LogLabels(records=list(stored), stored=len(stored), runs=0, transitions=transitions)
     for run in split_runs(transitions):
@@ -121,7 +120,7 @@ def label_log(
     return labels
 
 
-def base_records(spec: str) -> list[dict[str, Any]]:
+def base_records(spec: str) -> list[TransitionFields]:
     """The records to pool with: ``"default"`` (the shipped policy's) or a records file."""
     if spec == "default":
         if not DEFAULT_POLICY_RECORDS.is_file():

@@ -62,6 +62,19 @@ class CollectJob:
     """Ask each distinct request of a question once (:class:`~dynakrag.training.reply_memo.
     RequestMemo`)."""
 
+    def collect_options(self) -> dict[str, Any]:
+        """The keyword options of :func:`~dynakrag.training.collect.collect` this job sets
+        (the same in one process and on every worker)."""
+        return {
+            "epsilon": self.epsilon,
+            "seed": self.seed,
+            "branch": self.branch,
+            "rollouts": self.rollouts,
+            "collection": self.collection,
+            "labels": self.labels,
+            "memo": self.memo,
+        }
+
 
 def corpus_digest(passages: Sequence[Passage]) -> str:
     """A short digest of a corpus's passage ids, naming it across processes."""
@@ -83,20 +96,7 @@ def collect_question(
     )
     llm = worker_cached((job.run_id, "llm"), lambda: _llm(job))
     records = list(
-        collect(
-            [example],
-            factory,
-            llm,
-            job.cfg,
-            epsilon=job.epsilon,
-            seed=job.seed,
-            branch=job.branch,
-            progress=False,
-            rollouts=job.rollouts,
-            collection=job.collection,
-            labels=job.labels,
-            memo=job.memo,
-        )
+        collect([example], factory, llm, job.cfg, progress=False, **job.collect_options())
     )
     if job.log is not None:
         _write_question(job.log, records)

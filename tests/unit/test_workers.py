@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from dynakrag.errors import UserInputError
-from dynakrag.workers import Journal, dask_client, journal_path, pending, worker_cached
+from dynakrag.workers import (
+    Journal,
+    RecordJournal,
+    dask_client,
+    in_order,
+    journal_path,
+    pending,
+    resumed,
+    worker_cached,
+)
 
 SETTINGS = {"kind": "collect", "seed": 13}
 
@@ -60,6 +69,55 @@ def test_a_journal_line_its_check_refuses_is_named_in_one_line(tmp_path: Path) -
     message = str(refused.value)
     assert message.startswith(f"{path} line 3: not a positive count: -2") and "\n" not in message
     assert Journal(path, SETTINGS).done == {"q1": 1, "q2": -2}  # no check: read as written
+
+
+def test_a_cut_line_is_cut_away_before_the_next_one(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    with Journal(path, SETTINGS) as journal:
+        journal.add("q1", [1])
+    with path.open("a") as file:
+        file.write('{"key": "q2", "value": [2')
+    journal = Journal(path, SETTINGS)
+    assert journal.cut_line
+    journal.add("q2", [2])
+    journal.close()
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3 and lines[-1] == '{"key": "q2", "value": [2]}'
+
+
+def test_record_journal_keeps_bare_records_with_the_same_resume_rule(tmp_path: Path) -> None:
+    path = tmp_path / "runs" / "chain.jsonl"
+    with RecordJournal(path) as journal:
+        journal.add("q1", {"id": "q1", "em": 1.0})
+        with pytest.raises(ValueError, match="must carry"):
+            journal.add("q2", {"id": "other"})
+    with path.open("a") as file:
+        file.write('{"id": "q2", "em"')  # the process died mid-line
+    again = RecordJournal(path)
+    assert again.done == {"q1": {"id": "q1", "em": 1.0}} and again.cut_line
+    again.add("q2", {"id": "q2", "em": 0.0})
+    again.close()
+    assert path.read_text().splitlines()[1] == '{"id": "q2", "em": 0.0}'  # plain JSON Lines
+    path.write_text('{"id": "q1"}\n[1, 2]\n')
+    with pytest.raises(UserInputError, match="line 2: not a record with a 'id'"):
+        RecordJournal(path)
+
+
+def test_resumed_runs_only_what_the_store_lacks_and_writes_each_result(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    with Journal(path, SETTINGS) as journal:
+        journal.add("b", "B")
+    ran: list[list[str]] = []
+
+    def run(todo: list[str]) -> list[tuple[str, str]]:
+        ran.append(todo)
+        return [(item, item.upper()) for item in todo if item != "d"]  # "d" is left out
+
+    with Journal(path, SETTINGS) as journal:
+        finished = list(resumed(["a", "b", "c", "d"], str, run, journal))
+        assert ran == [["a", "c", "d"]] and finished == [("a", "A"), ("c", "C")]
+        assert in_order(["a", "b", "c"], str, journal.done) == ["A", "B", "C"]
+    assert set(Journal(path, SETTINGS).done) == {"a", "b", "c"}  # "d" is redone by a rerun
 
 
 def test_worker_cache_builds_once_per_key() -> None:

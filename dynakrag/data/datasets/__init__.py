@@ -43,7 +43,7 @@ Row rules
 """
 
 from dynakrag.data.datasets.dsrag import dsrag_corpus
-from dynakrag.data.datasets.examples import FrozenMeta, QAExample
+from dynakrag.data.datasets.examples import FrozenMeta, QAExample, require_train_split
 from dynakrag.data.datasets.loading import (
     DATASETS,
     Split,
@@ -75,6 +75,7 @@ __all__ = [
     "load_examples",
     "open_corpus",
     "passage_id",
+    "require_train_split",
     "split_spans",
     "split_text",
 ]

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dynakrag.errors import UserInputError
 from dynakrag.retrieval.passage import Passage
 
 
@@ -66,3 +67,12 @@ class QAExample:
         if groups is not None:
             return tuple(frozenset(group) for group in groups)
         return tuple(frozenset((pid,)) for pid in self.support)
+
+
+def require_train_split(split: str, purpose: str) -> None:
+    """Refuse any split but ``train`` for ``purpose`` (what fits on the rows, e.g.
+    "calibration fits the policy"): eval rows are for reporting only."""
+    if split != "train":
+        raise UserInputError(
+            f"{purpose}: only --split train may be used (eval rows are for reporting only)"
+        )
