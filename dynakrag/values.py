@@ -45,6 +45,7 @@ __all__ = [
     "CannotCompare",
     "ComparisonAnswer",
     "DateKey",
+    "DateMention",
     "EntityValue",
     "Equality",
     "Ordering",
@@ -53,7 +54,9 @@ __all__ = [
     "ValueRecord",
     "compare_values",
     "comparison_asked",
+    "date_mentions",
     "dates_in",
+    "folded_words",
     "parse_date",
     "parse_number",
 ]
@@ -99,59 +102,94 @@ def _fold(text: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
+def folded_words(text: str) -> list[str]:
+    """The words of ``text``, lower-cased with accents removed ("Zoë's" -> ["zoe", "s"])."""
+    return _WORD.findall(_fold(text))
+
+
 def _valid(year: int, month: int, day: int) -> bool:
     return 1 <= month <= 12 and 0 <= day <= 31
 
 
-def _date_mentions(text: str) -> list[tuple[int, DateKey]]:
-    """``(position, (year, month, day))`` of every date ``text`` writes, in reading order.
-    A month name takes the day beside it and the 4-digit year nearest after it (or before); an
-    ambiguous ``d/m/yyyy`` gives both readings."""
-    found: list[tuple[int, DateKey]] = []
-    folded = _fold(text)
-    tokens = [(m.start(), m.group()) for m in _WORD.finditer(folded)]
-    words = [t for _, t in tokens]
-    for i, (position, token) in enumerate(tokens):
-        month = _MONTHS.get(token)
+@dataclass(frozen=True)
+class DateMention:
+    """One date written in a text: ``text[start:end]`` states ``key``."""
+
+    start: int
+    end: int
+    key: DateKey
+
+
+def _near_index(words: Sequence[str], indices: Sequence[int], test: re.Pattern[str]) -> int | None:
+    return next((j for j in indices if 0 <= j < len(words) and test.match(words[j])), None)
+
+
+_FOUR_DIGITS = re.compile(r"^\d{4}$")
+
+
+def date_mentions(text: str) -> list[DateMention]:
+    """Every date ``text`` writes, in reading order. A month name takes the day beside it
+    ("5 August", "August 5th", "the 5th of August") and the 4-digit year nearest after it
+    (else before it); an ambiguous ``d/m/yyyy`` gives both readings."""
+    found: list[DateMention] = []
+    spans = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+    words = [_fold(text[a:b]) for a, b in spans]  # folded one by one: offsets stay the text's
+    for i, word in enumerate(words):
+        month = _MONTHS.get(word)
         if month is None:
             continue
-        # The year nearest after the month ("August 5, 1930"), else before it ("1930, August");
-        # the day right beside it ("5 August", "August 5th", "the 5th of August").
-        after, before = words[i + 1 : i + 4], words[max(0, i - 2) : i][::-1]
-        year = next((int(t) for t in (*after, *before) if t.isdigit() and len(t) == 4), 0)
-        beside = [*words[i + 1 : i + 2], *words[max(0, i - 1) : i]]
-        if i >= 2 and words[i - 1] == "of":
-            beside.append(words[i - 2])
-        days = [int(m.group(1)) for t in beside if (m := _ORDINAL_DAY.match(t))]
-        days = [d for d in days if 1 <= d <= 31]
-        found.append((position, (year, month, days[0] if days else 0)))
-    for match in _ISO_DATE.finditer(folded):
+        year_at = _near_index(words, [i + 1, i + 2, i + 3, i - 1, i - 2], _FOUR_DIGITS)
+        beside = [i + 1, i - 1] + ([i - 2] if i >= 2 and words[i - 1] == "of" else [])
+        day_at = next(
+            (
+                j
+                for j in beside
+                if 0 <= j < len(words)
+                and (m := _ORDINAL_DAY.match(words[j]))
+                and 1 <= int(m.group(1)) <= 31
+            ),
+            None,
+        )
+        day_match = _ORDINAL_DAY.match(words[day_at]) if day_at is not None else None
+        parts = [i] + [j for j in (year_at, day_at) if j is not None]
+        found.append(
+            DateMention(
+                spans[min(parts)][0],
+                spans[max(parts)][1],
+                (
+                    int(words[year_at]) if year_at is not None else 0,
+                    month,
+                    int(day_match.group(1)) if day_match else 0,
+                ),
+            )
+        )
+    for match in _ISO_DATE.finditer(text):
         y, m, d = (int(g) for g in match.groups())
         if _valid(y, m, d):
-            found.append((match.start(), (y, m, d)))
-    for match in _NUMERIC_DATE.finditer(folded):
+            found.append(DateMention(match.start(), match.end(), (y, m, d)))
+    for match in _NUMERIC_DATE.finditer(text):
         a, b, y = (int(g) for g in match.groups())
         for month, day in ((b, a), (a, b)):
             if _valid(y, month, day):
-                found.append((match.start(), (y, month, day)))
-    return sorted(found, key=lambda item: item[0])
+                found.append(DateMention(match.start(), match.end(), (y, month, day)))
+    return sorted(found, key=lambda mention: (mention.start, mention.end))
 
 
 def dates_in(text: str) -> set[DateKey]:
     """``(year, month, day)`` of every date ``text`` writes (0 for a part it leaves out):
     month names of several languages in either order with the day, ISO dates, and
     ``d/m/yyyy`` read both ways (ambiguous without a locale)."""
-    return {key for _, key in _date_mentions(text)}
+    return {mention.key for mention in date_mentions(text)}
 
 
 def parse_date(text: str) -> DateKey | None:
     """The date the value ``text`` states: its first date with a year (an ambiguous numeric
     date keeps only its year), else its one year ("1930", "c. 1930", "500 BC"); None when it
     writes no year, or several years and no date."""
-    mentions = [(p, key) for p, key in _date_mentions(text) if key[0]]
+    mentions = [mention for mention in date_mentions(text) if mention.key[0]]
     if mentions:
-        first = mentions[0][0]
-        readings = {key for p, key in mentions if p == first}
+        first = mentions[0].start
+        readings = {mention.key for mention in mentions if mention.start == first}
         if len(readings) == 1:
             return readings.pop()
         years = {key[0] for key in readings}
@@ -301,7 +339,7 @@ def _unit_of(word: str) -> tuple[str | None, str | None, float]:
 def parse_number(text: str) -> Quantity | None:
     """The one quantity the value ``text`` states ("1,234", "3.5 million", "$4.2bn", "12 km",
     "twelve"); None when it states none or several different ones. A date is no number."""
-    if parse_date(text) is not None and _date_mentions(text):
+    if parse_date(text) is not None and date_mentions(text):
         return None  # "August 5, 1930" writes two numbers, neither a quantity
     found: list[Quantity] = []
     for match in _NUMBER.finditer(text):
