@@ -56,6 +56,7 @@ __all__ = [
     "comparison_asked",
     "date_mentions",
     "dates_in",
+    "first_number",
     "folded_words",
     "parse_date",
     "parse_number",
@@ -365,6 +366,19 @@ def parse_number(text: str) -> Quantity | None:
     if len({q.amount for q in found}) != 1:
         return None
     return found[0]
+
+
+def first_number(text: str) -> str | None:
+    """The first quantity ``text`` writes, as written with its multiplier and unit ("2,850
+    km" of "a length of 2,850 km, and ..."), outside its dates; None when it writes none."""
+    dated = [(m.start, m.end) for m in date_mentions(text)]
+    for match in _NUMBER.finditer(text):
+        if any(a <= match.start("digits") < b for a, b in dated):
+            continue
+        written = match.group().strip()
+        if parse_number(written) is not None:
+            return written
+    return None
 
 
 def _number_text(quantity: Quantity) -> str:

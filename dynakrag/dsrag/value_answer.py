@@ -19,7 +19,7 @@ A question that orders its entities or asks whether their values are the same
 :func:`covering_selection` is DICS's stop for these questions: of the chunks DICS chose, the
 fewest that state every compared entity's value (the earliest chosen on a tie). An entity
 whose value none of them states takes the first retrieved chunk that does; when no retrieved
-chunk states it, DICS's choice stands.
+chunk states it, it keeps the chunk DICS chose for its criterion.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from dynakrag.values import (
     compare_values,
     comparison_asked,
     date_mentions,
+    first_number,
     folded_words,
-    parse_number,
 )
 
 __all__ = [
@@ -155,8 +155,7 @@ def _value_in(sentence: str, fact_at: int | None, kind: ValueKind) -> str | None
         year = re.search(r"\b\d{4}\b", rest)
         return year.group() if year else None
     if kind == "number":
-        clause = re.split(r"[.;!?]", rest, maxsplit=1)[0].strip(" ,:")
-        return clause if parse_number(clause) is not None else None
+        return first_number(rest)
     match = _COPULA.search(rest)
     if match is None:
         return None
@@ -313,7 +312,8 @@ def answer_from_values(
     if isinstance(result, CannotCompare) and result.missing:
         # Say what was looked for, not only for whom.
         fact = targets[0].asks
-        missing = " and ".join(result.missing)
+        names = list(result.missing)
+        missing = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
         result = CannotCompare(
             f"no selected passage states the {fact} of {missing}",
             result.asked,
@@ -345,8 +345,8 @@ def covering_selection(
     questions.
 
     An entity whose value none of DICS's chunks states takes the first of ``candidates`` (the
-    retrieved chunks, in order) that states it; when no candidate does, DICS's choice stands
-    (the answer then says which value is missing)."""
+    retrieved chunks, in order) that states it; when no candidate does, it keeps the chunk
+    DICS chose for its criterion (the answer then says which value is missing)."""
     targets = compared_targets(analysis)
     asked = _asked(analysis.question, targets)
     if asked is None or len(targets) < 2 or chosen.mode != "criteria":
@@ -381,14 +381,23 @@ def covering_selection(
                 added.append(f"{candidate[0]} for {targets[i].entity}")
                 criterion_of[candidate[0]] = _criterion_of(analysis, targets[i].entity)
                 break
-    if set().union(*covers) != wanted:
-        return chosen  # some value is in no retrieved chunk: DICS's choice stands
+    coverable = set().union(*covers)
+    if not coverable:
+        return chosen  # no value is stated anywhere: DICS's choice stands
+    # An entity whose value no chunk states keeps the chunk DICS chose for its criterion.
+    unstated = {_criterion_of(analysis, targets[i].entity) for i in wanted - coverable}
+    kept_for_unstated = [
+        chunk
+        for chunk in chosen.chunks
+        if any(c.chunk_id == chunk[0] and c.criterion in unstated for c in chosen.choices)
+    ]
     for size in range(1, len(pool) + 1):
         for subset in itertools.combinations(range(len(pool)), size):
-            if set().union(*(covers[j] for j in subset)) == wanted:
+            if set().union(*(covers[j] for j in subset)) == coverable:
                 kept = [pool[j] for j in subset]
+                kept += [chunk for chunk in kept_for_unstated if chunk not in kept]
                 return _kept(chosen, kept, candidates, added, criterion_of)
-    return chosen  # unreachable: the whole pool covers every entity
+    return chosen  # unreachable: the whole pool covers what it can
 
 
 def unstated_targets(

@@ -259,6 +259,65 @@ def test_no_answer_makes_no_model_call(name: str, selector_path: Path) -> None:
     check_accounting(result)
 
 
+def test_dsrag_answers_a_ranking_from_the_values_with_their_passages(selector_path: Path) -> None:
+    result = run(DsragMethod(), selector_path, THREE_PEOPLE)
+    assert result.prediction == ANSWER and result.llm_calls == 0
+    record = result.details["value_answer"]
+    assert record["status"] == "answered" and record["chosen"] == [ANSWER]
+    assert {(v["entity"], v["passage"], v["parsed"]) for v in record["values"]} == {
+        ("Taylor Swift", "swift-born", "1989-12-13"),
+        ("Rihanna", "rihanna-born", "1988-02-20"),
+        ("Neil Armstrong", "armstrong-born", "1930-08-05"),
+    }
+    assert sorted(result.answer_citations) == ["armstrong-born", "rihanna-born", "swift-born"]
+    assert record["ordered"] == ["Neil Armstrong", "Rihanna", "Taylor Swift"]
+
+
+def test_dsrag_answers_a_comparison_of_nationalities(selector_path: Path) -> None:
+    corpus = [
+        *CORPUS,
+        Passage("swift-nation", "", "Taylor Swift's nationality is American."),
+        Passage("rihanna-nation", "", "Rihanna's nationality is Barbadian."),
+    ]
+    for cue, answer in (("the same", "no"), ("different", "yes")):
+        question = f"Is nationality of Taylor Swift and Rihanna {cue}?"
+        result = run(DsragMethod(), selector_path, question, searcher=KeywordSearcher(corpus))
+        assert result.prediction == answer, cue
+        values = result.details["value_answer"]["values"]
+        assert [(v["value"], v["passage"]) for v in values] == [
+            ("American", "swift-nation"),
+            ("Barbadian", "rihanna-nation"),
+        ]
+
+
+def test_an_entity_missing_from_the_corpus_gets_an_answer_that_says_so(
+    selector_path: Path,
+) -> None:
+    question = "Who has the earliest birth date for Taylor Swift, Beyonce or Neil Armstrong?"
+    searcher = KeywordSearcher(CORPUS)
+    result = run(DsragMethod(), selector_path, question, searcher=searcher)
+    assert result.prediction == (
+        "Cannot answer: no selected passage states the birth date of Beyonce"
+    )
+    assert result.llm_calls == 0 and result.details["value_answer"]["missing"] == ["Beyonce"]
+    # One more search looked for the missing fact before the answer gave up.
+    assert searcher.calls[-1] == ("Beyonce birth date", dsrag_methods.FACT_SEARCH_K)
+    check_accounting(result)
+
+
+def test_a_ranking_without_rankable_values_says_what_is_missing(selector_path: Path) -> None:
+    corpus = [p for p in CORPUS if not p.id.endswith("-born")]
+    result = run(DsragMethod(), selector_path, THREE_PEOPLE, searcher=KeywordSearcher(corpus))
+    assert result.prediction.startswith("Cannot answer: no selected passage states the birth")
+    assert set(result.details["value_answer"]["missing"]) == {
+        "Taylor Swift",
+        "Rihanna",
+        "Neil Armstrong",
+    }
+    assert result.llm_calls == 0
+    check_accounting(result)
+
+
 # --- bad input never raises ------------------------------------------------------------------
 
 
