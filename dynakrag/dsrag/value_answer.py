@@ -168,17 +168,20 @@ def read_value(
     asks: str,
     passages: Sequence[tuple[str, str]],
     kind: ValueKind = "text",
+    *,
+    by_surname: bool = True,
 ) -> ReadValue | None:
     """The first value of ``entity``'s fact ``asks`` the passages (``(id, text)``, in the
-    order to read them) state: sentences naming the entity in full first, then by surname."""
+    order to read them) state: sentences naming the entity in full first, then (unless
+    ``by_surname`` is False) by surname."""
     fact = _fact_words(asks)
     name = folded_words(entity)
-    for by_surname in (False, True):
+    for surname_only in (False, True) if by_surname else (False,):
         for passage_id, text in passages:
             for sentence in _sentences(text):
                 words = folded_words(sentence)
                 named = (
-                    _names_by_surname(sentence, entity) if by_surname else _contains(words, name)
+                    _names_by_surname(sentence, entity) if surname_only else _contains(words, name)
                 )
                 if not named:
                     continue
@@ -353,34 +356,39 @@ def covering_selection(
         return chosen
     kind = _value_kind(targets[0].asks, asked)
 
-    def stated(chunk: tuple[Hashable, str]) -> set[int]:
+    def stated(chunk: tuple[Hashable, str], by_surname: bool) -> set[int]:
         one = [(str(chunk[0]), chunk[1])]
         return {
             i
             for i, target in enumerate(targets)
-            if read_value(target.entity, target.asks, one, kind) is not None
+            if read_value(target.entity, target.asks, one, kind, by_surname=by_surname) is not None
         }
 
     pool = list(chosen.chunks)
-    covers = [stated(chunk) for chunk in pool]
     wanted = set(range(len(targets)))
     added: list[str] = []
     criterion_of: dict[Hashable, int | None] = {}
-    taken = {chunk_id for chunk_id, _ in pool}
-    for i in sorted(wanted - set().union(*covers)):
-        if i in set().union(*covers):
-            continue  # a chunk added for an earlier entity states this one's value too
-        for candidate in candidates:
-            if candidate[0] in taken:
-                continue
-            states = stated(candidate)
-            if i in states:
-                pool.append(candidate)
-                covers.append(states)
-                taken.add(candidate[0])
-                added.append(f"{candidate[0]} for {targets[i].entity}")
-                criterion_of[candidate[0]] = _criterion_of(analysis, targets[i].entity)
-                break
+    # A chunk naming the entity in full first (the corpus also drops "Putin was born on ..."
+    # into other people's text); a surname only where no chunk names it in full.
+    covers = [stated(chunk, by_surname=False) for chunk in pool]
+    for by_surname in (False, True):
+        if by_surname:
+            loose = wanted - set().union(*covers)
+            covers = [
+                c | (stated(chunk, True) & loose) for c, chunk in zip(covers, pool, strict=True)
+            ]
+        for i in sorted(wanted - set().union(*covers)):
+            if i in set().union(*covers):
+                continue  # a chunk added for an earlier entity states this one's value too
+            for candidate in candidates:
+                if any(candidate[0] == chunk_id for chunk_id, _ in pool):
+                    continue
+                if i in (states := stated(candidate, by_surname)):
+                    pool.append(candidate)
+                    covers.append(states)
+                    added.append(f"{candidate[0]} for {targets[i].entity}")
+                    criterion_of[candidate[0]] = _criterion_of(analysis, targets[i].entity)
+                    break
     coverable = set().union(*covers)
     if not coverable:
         return chosen  # no value is stated anywhere: DICS's choice stands
@@ -404,15 +412,18 @@ def unstated_targets(
     analysis: QuestionAnalysis, passages: Sequence[tuple[Hashable, str]]
 ) -> list[Target]:
     """The compared targets of a ranking or comparison question whose value none of
-    ``passages`` states (none for another question): what a further search should look for
-    (:func:`fact_query`)."""
+    ``passages`` states naming them in full (none for another question): what a further
+    search should look for (:func:`fact_query`)."""
     targets = compared_targets(analysis)
     asked = _asked(analysis.question, targets)
     if asked is None or len(targets) < 2:
         return []
     kind = _value_kind(targets[0].asks, asked)
     texts = [(str(chunk_id), text) for chunk_id, text in passages]
-    return [t for t in targets if read_value(t.entity, t.asks, texts, kind) is None]
+    # A value stated by surname only is searched too: a chunk may name the entity in full.
+    return [
+        t for t in targets if read_value(t.entity, t.asks, texts, kind, by_surname=False) is None
+    ]
 
 
 def fact_query(target: Target) -> str:
