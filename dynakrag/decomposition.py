@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dynakrag import prompts
 from dynakrag.errors import UserInputError
 from dynakrag.llm.client import LLMClient, Usage
+from dynakrag.values import EARLIER, LATER
 
 __all__ = [
     "CONJUNCTIONS",
@@ -216,12 +217,6 @@ def decompose(
     return (parts[:MAX_SUB_QUESTIONS] or [question]), usage
 
 
-EARLIER = re.compile(r"\b(?:earlier|earliest|older|oldest|elder|first|before|sooner)\b", re.I)
-"""Words that ask for the earlier of two dates ("who is older", "which came first")."""
-LATER = re.compile(
-    r"\b(?:later|latest|younger|youngest|last|after|more recent(?:ly)?|newer)\b", re.I
-)
-"""Words that ask for the later of two dates."""
 _BETWEEN = re.compile(rf"\b[Bb]etween\s+(?:the\s+)?({_NAME})\s+and\s+(?:the\s+)?({_NAME})")
 _EITHER = re.compile(rf",\s*(?:the\s+)?({_NAME}),?\s+or\s+(?:the\s+)?({_NAME})\s*[?.!]*\s*$")
 _DATE_VERB = re.compile(

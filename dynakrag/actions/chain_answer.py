@@ -4,14 +4,18 @@ parsed values (dates, numbers), and the passages that cite it (:mod:`dynakrag.ac
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from dynakrag.actions.chain import answers_what_is_asked, chain_complete, hop_entities
-from dynakrag.actions.grounding import dates_in
-from dynakrag.decomposition import EARLIER, LATER, REFERENCE, leads_to_last
+from dynakrag.decomposition import REFERENCE, leads_to_last
 from dynakrag.state import Hop
+from dynakrag.values import (
+    ComparisonAnswer,
+    EntityValue,
+    Ordering,
+    compare_values,
+    comparison_asked,
+)
 
 __all__ = ["chain_answer", "chain_passages", "comparison_answer", "is_bridge_chain"]
 
@@ -28,59 +32,37 @@ def is_bridge_chain(hops: Sequence[Hop]) -> bool:
     return leads_to_last([hop["question"] for hop in hops])
 
 
-_MORE = re.compile(
-    r"\b(?:more|most|larger|largest|bigger|biggest|higher|highest|taller|tallest|longer|longest|greater|greatest)\b",
-    re.I,
-)
-_LESS = re.compile(
-    r"\b(?:fewer|fewest|less|least|smaller|smallest|lower|lowest|shorter|shortest)\b", re.I
-)
-
-
-def _date_key(value: str) -> tuple[int, int, int] | None:
-    dates = sorted(d for d in dates_in(value) if d[0])
-    if dates:
-        return dates[0]
-    years = re.findall(r"\b(\d{3,4})\b", value)
-    return (int(years[0]), 0, 0) if len(years) == 1 else None
-
-
-def _number_key(value: str) -> float | None:
-    numbers = re.findall(r"\d[\d,]*(?:\.\d+)?", value)
-    if len(numbers) != 1:
-        return None
-    return float(numbers[0].replace(",", ""))
-
-
 def comparison_answer(question: str, hops: Sequence[Hop]) -> tuple[str, list[Hop]] | None:
-    """The answer of a comparison computed from the hops' values, or None when the question
-    is no comparison this can compute: the entity whose date (earlier/later) or number
-    (more/less) wins, with the hops it compared. Ties and unparsable values give None."""
+    """The answer of a comparison computed from the hops' values
+    (:func:`dynakrag.values.compare_values`), or None when the question is no comparison this
+    can compute: the entity whose date (earlier / later, older / younger) or number (more /
+    less) the question asks for, with the hops it compared. A tie, a value that does not
+    parse and an undecided order give None (a reader composes the answer then)."""
     leaves = [i for i in range(len(hops)) if not any(i in _references(h) for h in hops[i + 1 :])]
     if len(leaves) < 2 or any(hops[i]["status"] != "resolved" for i in leaves):
         return None
-    dated = all(hops[i]["expects"] == "date" for i in leaves)
-    counted = all(hops[i]["expects"] == "number" for i in leaves)
-    keys: list[Any] = []
-    if dated and (EARLIER.search(question) or LATER.search(question)):
-        keys = [_date_key(hops[i]["answer"] or "") for i in leaves]
-        pick_first = bool(EARLIER.search(question))
-    elif counted and (_MORE.search(question) or _LESS.search(question)):
-        keys = [_number_key(hops[i]["answer"] or "") for i in leaves]
-        pick_first = bool(_LESS.search(question))
+    expects = {hops[i]["expects"] for i in leaves}
+    if expects == {"date"}:
+        asked = comparison_asked(question, "time")
+    elif expects == {"number"}:
+        # Numbers order by an amount, or by an age ("who is older" of two ages).
+        asked = comparison_asked(question, "amount") or comparison_asked(question, "time")
+        if isinstance(asked, Ordering) and asked.scale == "time" and not asked.by_age:
+            return None
     else:
         return None
-    if any(key is None for key in keys) or len(set(keys)) != len(keys):
+    if not isinstance(asked, Ordering):
         return None
-    subjects = []
+    values = []
     for i in leaves:
         names = [e for e in hop_entities(list(hops), i) if not e.isdigit()]
         if not names:
             return None
-        subjects.append(names[0])
-    order = sorted(range(len(leaves)), key=lambda j: keys[j])
-    winner = order[0] if pick_first else order[-1]
-    return subjects[winner], [hops[i] for i in leaves]
+        values.append(EntityValue(names[0], hops[i]["answer"] or "", hops[i]["passage"]))
+    compared = compare_values(question, values, asked)
+    if not isinstance(compared, ComparisonAnswer) or compared.tied:
+        return None
+    return compared.chosen[0], [hops[i] for i in leaves]
 
 
 def chain_answer(question: str, hops: Sequence[Hop]) -> tuple[str, str] | None:

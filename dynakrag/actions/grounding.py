@@ -46,7 +46,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynakrag import prompts
+from dynakrag import prompts, values
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 
 __all__ = [
@@ -58,7 +58,6 @@ __all__ = [
     "abstention_before_answer",
     "check_answer",
     "content_tokens",
-    "dates_in",
     "has_answerable_content",
     "is_yes_no",
     "missing_entities",
@@ -397,54 +396,6 @@ def is_yes_no(answer: str) -> bool:
 # --------------------------------------------------------------------------------------------
 # Dates and numbers written in other formats
 
-_MONTHS: dict[str, int] = {}
-for _number, _names in enumerate(
-    (
-        "january jan januar janvier enero gennaio janeiro januari",
-        "february feb februar fevrier febrero febbraio fevereiro februari",
-        "march mar marz mars marzo marco maart",
-        "april apr avril abril aprile",
-        "may mai mayo maggio maio mei",
-        "june jun juni juin junio giugno junho",
-        "july jul juli juillet julio luglio julho",
-        "august aug aout agosto augustus",
-        "september sep sept septembre septiembre settembre setembro",
-        "october oct oktober octobre octubre ottobre outubro",
-        "november nov novembre noviembre novembro",
-        "december dec dezember decembre diciembre dicembre dezembro",
-    ),
-    start=1,
-):
-    for _name in _names.split():
-        _MONTHS[_name] = _number
-
-_ISO_DATE = re.compile(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\b")
-_NUMERIC_DATE = re.compile(r"\b(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})\b")
-
-
-def _dates(text: str) -> set[tuple[int, int, int]]:
-    """``(year, month, day)`` of every date written in ``text`` (day 0: month and year only).
-
-    Month names of several languages, either order of day and month name, ISO dates, and
-    ``d/m/yyyy`` read both ways (ambiguous without a locale)."""
-    found: set[tuple[int, int, int]] = set()
-    tokens = _tokens(text)
-    for i, token in enumerate(tokens):
-        month = _MONTHS.get(token)
-        if month is None:
-            continue
-        near = tokens[max(0, i - 2) : i] + tokens[i + 1 : i + 4]
-        years = [int(t) for t in near if t.isdigit() and len(t) == 4]
-        days = [int(t) for t in near if t.isdigit() and len(t) <= 2 and 1 <= int(t) <= 31]
-        for year in years or [0]:
-            found.add((year, month, days[0] if days else 0))
-    for y, m, d in _ISO_DATE.findall(text):
-        found.add((int(y), int(m), int(d)))
-    for a, b, y in _NUMERIC_DATE.findall(text):
-        found.add((int(y), int(b), int(a)))
-        found.add((int(y), int(a), int(b)))
-    return found
-
 
 def _same_date(answer: tuple[int, int, int], stated: tuple[int, int, int]) -> bool:
     """Whether a passage's date states the answer's (parts the answer leaves out match any)."""
@@ -474,12 +425,14 @@ def _stating(answer: str, evidence: Sequence[Mapping[str, Any]]) -> tuple[list[s
         ]
         if ids:
             return ids, "text"
-    answer_dates = {d for d in _dates(answer) if d[1]}
+    answer_dates = {d for d in values.dates_in(answer) if d[1]}
     if answer_dates:
         ids = [
             str(doc.get("id", ""))
             for doc in evidence
-            if any(_same_date(a, s) for a in answer_dates for s in _dates(_passage_text(doc)))
+            if any(
+                _same_date(a, s) for a in answer_dates for s in values.dates_in(_passage_text(doc))
+            )
         ]
         if ids:
             return ids, "date"
@@ -507,11 +460,6 @@ def statement_of(answer: str, text: str) -> str:
     """How ``text`` states ``answer`` (``text``, ``date``, ``number``, ``tokens``; see
     :func:`check_answer`), or "" when it does not."""
     return _stating(answer, [{"id": "text", "text": text}])[1]
-
-
-def dates_in(text: str) -> set[tuple[int, int, int]]:
-    """``(year, month, day)`` of every date ``text`` writes (0 for a part it leaves out)."""
-    return _dates(text)
 
 
 def normalised(text: str) -> str:

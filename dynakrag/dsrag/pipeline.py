@@ -12,7 +12,7 @@ chunks (``selector``). The ``dsrag`` evaluation methods and the graph's
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dynakrag.configuration import Configuration
@@ -23,11 +23,13 @@ from dynakrag.dsrag.dics import DicsResult, dics_select
 from dynakrag.dsrag.epqd import Decomposition, rule_decompose
 from dynakrag.dsrag.extraction import analyse_question
 from dynakrag.dsrag.selector import GraphSelector, load_default_selector
+from dynakrag.dsrag.value_answer import covering_selection
 from dynakrag.llm.client import LLMClient, Usage
 
 __all__ = [
     "DicsSelection",
     "analyse",
+    "covered_with",
     "decompose_question",
     "resolve_selector",
     "select_context",
@@ -108,20 +110,39 @@ def select_for_analysis(
     cfg: Configuration,
     selector: GraphSelector | None = None,
 ) -> DicsSelection:
-    """One candidate ``(id, text)`` per criterion of ``analysis``; never raises for bad input
-    (the DICS fallbacks are recorded in the result)."""
+    """One candidate ``(id, text)`` per criterion of ``analysis``, and for a ranking or
+    comparison no more than state every compared entity's value
+    (:func:`~dynakrag.dsrag.value_answer.covering_selection`); never raises for bad input (the
+    DICS fallbacks are recorded in the result)."""
     chosen = dics_select(
         analysis.criteria.criteria,
         candidates,
         selector or resolve_selector(cfg),
         question=analysis.question,
     )
+    chosen = covering_selection(analysis, chosen, candidates)
     return DicsSelection(
         selected_ids=tuple(str(chunk_id) for chunk_id in chosen.chunk_ids),
         criteria=analysis.criteria,
         dics=chosen,
         usage=analysis.usage,
         analysis=analysis,
+    )
+
+
+def covered_with(selection: DicsSelection, candidates: Sequence[tuple[str, str]]) -> DicsSelection:
+    """``selection`` with its ranking's or comparison's values covered from ``candidates``
+    (more retrieved chunks: :func:`~dynakrag.dsrag.value_answer.covering_selection`); DICS's
+    own choice is not redone."""
+    if selection.analysis is None:
+        return selection
+    chosen = covering_selection(selection.analysis, selection.dics, candidates)
+    if chosen is selection.dics:
+        return selection
+    return replace(
+        selection,
+        selected_ids=tuple(str(chunk_id) for chunk_id in chosen.chunk_ids),
+        dics=chosen,
     )
 
 

@@ -365,6 +365,20 @@ def test_a_comparison_is_computed_from_the_parsed_values() -> None:
     assert comparison_answer("Who was born earlier, Ilsa Marr or Tom Reyl?", hops) is None
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("May 1, 1950", "1 May 1950"), ("1955", "March 3, 1955")],  # a tie; an undecided order
+)
+def test_a_comparison_the_values_do_not_decide_is_left_to_the_reader(
+    first: str, second: str
+) -> None:
+    hops = plan_hops(["When was Ilsa Marr born?", "When was Tom Reyl born?"])
+    for hop, value in zip(hops, [first, second], strict=True):
+        hop.update(status="resolved", answer=value)
+    assert comparison_answer("Who was born earlier, Ilsa Marr or Tom Reyl?", hops) is None
+    assert chain_answer("Who was born earlier, Ilsa Marr or Tom Reyl?", hops) is None
+
+
 def test_a_hop_the_model_cannot_answer_goes_on_through_the_place_its_passage_names() -> None:
     # Asked for a country, the model finds none in the person's passage; the passage names
     # one place of another class (the birth city), so the hop goes on through it.

@@ -187,8 +187,10 @@ def test_the_dsrag_method_reads_the_question_in_one_call(selector_path: Path) ->
     llm = LLMClient(ScriptedChatModel(respond=model), max_retries=0)
     result = DsragMethod().run(QUESTION, searcher, llm, cfg)
     details = result.details
-    # One analysis gives the sub-questions (one per person) and the criteria; then the answer.
-    assert model.seen == [prompts.ANALYSIS_SYSTEM, prompts.ANSWER] and result.llm_calls == 2
+    # One analysis gives the sub-questions (one per person) and the criteria; the answer is
+    # computed from the birth dates the passages state.
+    assert model.seen == [prompts.ANALYSIS_SYSTEM] and result.llm_calls == 1
+    assert result.prediction == "Neil Armstrong"
     assert details["decomposition"] == "llm" and details["sub_questions"] == SUBS
     assert [query for query, _ in searcher.calls] == SUBS and result.retrieval_calls == 2
     assert details["core"] == "birth date" and details["criteria_fallback"] is None

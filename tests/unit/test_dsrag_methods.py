@@ -198,14 +198,16 @@ def test_dsrag_keeps_one_chunk_per_criterion(selector_path: Path) -> None:
     assert len(result.evidence) == 2
     assert mentions(result.evidence, "Taylor Swift") and mentions(result.evidence, "Armstrong")
     assert details["candidates"] >= len(result.evidence)
-    # One retrieval per sub-question; the answer is the only model call.
+    # One retrieval per sub-question; the ranking is answered from the birth dates the
+    # passages state, in code: no model call.
     assert result.retrieval_calls == len(subs) == 3
-    assert result.llm_calls == 1 and result.actions == [
+    assert result.llm_calls == 0 and result.actions == [
         "epqd",
         "retrieve_per_sub_question",
         "dics",
-        "answer",
+        "answer_from_values",
     ]
+    assert result.prediction == ANSWER
     check_accounting(result)
 
 
@@ -257,6 +259,65 @@ def test_no_answer_makes_no_model_call(name: str, selector_path: Path) -> None:
     check_accounting(result)
 
 
+def test_dsrag_answers_a_ranking_from_the_values_with_their_passages(selector_path: Path) -> None:
+    result = run(DsragMethod(), selector_path, THREE_PEOPLE)
+    assert result.prediction == ANSWER and result.llm_calls == 0
+    record = result.details["value_answer"]
+    assert record["status"] == "answered" and record["chosen"] == [ANSWER]
+    assert {(v["entity"], v["passage"], v["parsed"]) for v in record["values"]} == {
+        ("Taylor Swift", "swift-born", "1989-12-13"),
+        ("Rihanna", "rihanna-born", "1988-02-20"),
+        ("Neil Armstrong", "armstrong-born", "1930-08-05"),
+    }
+    assert sorted(result.answer_citations) == ["armstrong-born", "rihanna-born", "swift-born"]
+    assert record["ordered"] == ["Neil Armstrong", "Rihanna", "Taylor Swift"]
+
+
+def test_dsrag_answers_a_comparison_of_nationalities(selector_path: Path) -> None:
+    corpus = [
+        *CORPUS,
+        Passage("swift-nation", "", "Taylor Swift's nationality is American."),
+        Passage("rihanna-nation", "", "Rihanna's nationality is Barbadian."),
+    ]
+    for cue, answer in (("the same", "no"), ("different", "yes")):
+        question = f"Is nationality of Taylor Swift and Rihanna {cue}?"
+        result = run(DsragMethod(), selector_path, question, searcher=KeywordSearcher(corpus))
+        assert result.prediction == answer, cue
+        values = result.details["value_answer"]["values"]
+        assert [(v["value"], v["passage"]) for v in values] == [
+            ("American", "swift-nation"),
+            ("Barbadian", "rihanna-nation"),
+        ]
+
+
+def test_an_entity_missing_from_the_corpus_gets_an_answer_that_says_so(
+    selector_path: Path,
+) -> None:
+    question = "Who has the earliest birth date for Taylor Swift, Beyonce or Neil Armstrong?"
+    searcher = KeywordSearcher(CORPUS)
+    result = run(DsragMethod(), selector_path, question, searcher=searcher)
+    assert result.prediction == (
+        "Cannot answer: no selected passage states the birth date of Beyonce"
+    )
+    assert result.llm_calls == 0 and result.details["value_answer"]["missing"] == ["Beyonce"]
+    # One more search looked for the missing fact before the answer gave up.
+    assert searcher.calls[-1] == ("Beyonce birth date", dsrag_methods.FACT_SEARCH_K)
+    check_accounting(result)
+
+
+def test_a_ranking_without_rankable_values_says_what_is_missing(selector_path: Path) -> None:
+    corpus = [p for p in CORPUS if not p.id.endswith("-born")]
+    result = run(DsragMethod(), selector_path, THREE_PEOPLE, searcher=KeywordSearcher(corpus))
+    assert result.prediction.startswith("Cannot answer: no selected passage states the birth")
+    assert set(result.details["value_answer"]["missing"]) == {
+        "Taylor Swift",
+        "Rihanna",
+        "Neil Armstrong",
+    }
+    assert result.llm_calls == 0
+    check_accounting(result)
+
+
 # --- bad input never raises ------------------------------------------------------------------
 
 
@@ -298,8 +359,8 @@ def test_replies_that_are_not_json_fall_back_to_the_rules(selector_path: Path) -
     assert seen.count(prompts.ANALYSIS_SYSTEM) == 1
     assert prompts.EPQD_SYSTEM not in seen and prompts.DSRAG_ENTITY_SYSTEM not in seen
     assert len(details["criteria"]) == 2 and len(result.evidence) == 2
-    # The failed request is still accounted: the analysis, then the answer.
-    assert result.llm_calls == 1 + 1
+    # The failed request is still accounted; the answer is computed from the values.
+    assert result.llm_calls == 1 and result.prediction == ANSWER
     check_accounting(result)
 
 
@@ -309,7 +370,9 @@ def test_a_failing_model_never_raises(selector_path: Path) -> None:
 
     for name in METHOD_NAMES:
         result = run(METHODS[name](), selector_path, respond=broken, dsrag_extraction="llm")
-        assert result.prediction == prompts.INSUFFICIENT_EVIDENCE, name
+        # DS-RAG computes the ranking from the passages' values: it needs no model.
+        expected = ANSWER if name == "dsrag" else prompts.INSUFFICIENT_EVIDENCE
+        assert result.prediction == expected, name
         assert result.evidence, name
         check_accounting(result)
 
