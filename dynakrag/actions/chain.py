@@ -418,14 +418,10 @@ def resolve_hops(
         fresh = [d for d in docs if d["id"] not in hop["asked"]]
         if not fresh:
             hop["why"] = "no passage about its entity yet" if not docs else "not stated yet"
-            _close_if_spent(hops, index)
-            if hop["status"] == "failed":
-                reopen_usage, reopened = _reopen_source(hops, index, question, evidence, llm)
-                usage += reopen_usage
-                if reopened is not None:
-                    log.append(reopened)
-                    if reopened["verdict"] == "stated":
-                        continue  # the hop starts again from the new answer
+            closing_usage, again = _close_or_reopen(hops, index, question, evidence, llm, log)
+            usage += closing_usage
+            if again:
+                continue  # the hop starts again from its source's new answer
             break
         hop["asked"] = [*hop["asked"], *(d["id"] for d in fresh)]
         text = hop_text(hops, index)
@@ -459,14 +455,10 @@ def resolve_hops(
             if answer is not None:
                 hop["rejected"] = [*hop["rejected"], f"{answer}: {why}"]
             hop["why"] = why
-            _close_if_spent(hops, index)
-            if hop["status"] == "failed":
-                reopen_usage, reopened = _reopen_source(hops, index, question, evidence, llm)
-                usage += reopen_usage
-                if reopened is not None:
-                    log.append(reopened)
-                    if reopened["verdict"] == "stated":
-                        continue  # the hop starts again from the new answer
+            closing_usage, again = _close_or_reopen(hops, index, question, evidence, llm, log)
+            usage += closing_usage
+            if again:
+                continue  # the hop starts again from its source's new answer
             break
         hop.update(
             status="resolved",
@@ -476,6 +468,25 @@ def resolve_hops(
             why=why,
         )
     return hops, usage, log
+
+
+def _close_or_reopen(
+    hops: list[Hop],
+    index: int,
+    question: str,
+    evidence: Sequence[Document],
+    llm: LLMClient,
+    log: list[dict[str, Any]],
+) -> tuple[Usage, bool]:
+    """Fail hop ``index`` when its searches are spent, and then reopen the hop it depends on
+    (:func:`_reopen_source`, its question logged); whether hop ``index`` starts again."""
+    _close_if_spent(hops, index)
+    if hops[index]["status"] != "failed":
+        return NO_USAGE, False
+    usage, reopened = _reopen_source(hops, index, question, evidence, llm)
+    if reopened is not None:
+        log.append(reopened)
+    return usage, reopened is not None and reopened["verdict"] == "stated"
 
 
 def _reopen_source(
