@@ -14,7 +14,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -103,39 +103,77 @@ def result_record(result: Any, seconds: float) -> dict[str, Any]:
     }
 
 
+class _RunFiles(Mapping[str, dict[str, Any]]):
+    """The finished runs of a directory, by key, read when asked for."""
+
+    def __init__(self, store: RunStore) -> None:
+        self._store = store
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        path = self._store.path(key)
+        if not path.is_file():
+            raise KeyError(key)
+        return read_json(path)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._store.path(key).is_file()
+
+    def __iter__(self) -> Iterator[str]:
+        return (path.stem for path in sorted(self._store.directory.glob("*.json")))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 class RunStore:
-    """Finished runs as JSON files in ``directory``; ``run`` computes only missing ones."""
+    """Finished runs as JSON files in ``directory`` (a :class:`~dynakrag.workers.ResultStore`
+    whose items are whole runs); ``run`` computes only missing ones, through the one executor
+    and its resume rule (:func:`dynakrag.workers.resumed`): a run is done once its file is
+    written whole."""
 
     def __init__(self, directory: Path, total: int, label: str, *, quiet: bool = False) -> None:
         self.directory = directory
         self.total = total
         self.label = label
         self.quiet = quiet
-        self.done = 0
+        self.finished = 0
         self._computed_s: list[float] = []
 
     def path(self, key: str) -> Path:
         return self.directory / (re.sub(r"[^A-Za-z0-9._=-]+", "_", key) + ".json")
 
+    @property
+    def done(self) -> Mapping[str, dict[str, Any]]:
+        return _RunFiles(self)
+
+    def add(self, key: str, value: dict[str, Any]) -> None:
+        write_json(self.path(key), value, default=str)
+
     def run(self, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The stored result of ``key``, or ``compute()``'s, stored now."""
-        path = self.path(key)
-        self.done += 1
-        if path.is_file():
-            self._say(f"{key}: done earlier ({path.name})")
-            return read_json(path)
-        started = time.perf_counter()
-        result = json_safe(compute())
-        write_json(path, result, default=str)
-        self._computed_s.append(time.perf_counter() - started)
-        left = self.total - self.done
+        self.finished += 1
+        if key in self.done:
+            self._say(f"{key}: done earlier ({self.path(key).name})")
+            return self.done[key]
+
+        def timed(todo: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+            for item in todo:
+                started = time.perf_counter()
+                result = json_safe(compute())
+                self._computed_s.append(time.perf_counter() - started)
+                yield item, result
+
+        (_, result), *_ = resumed([key], lambda item: item, timed, self)
+        left = self.total - self.finished
         eta = statistics.fmean(self._computed_s) * left
         self._say(f"{key}: {self._computed_s[-1]:.0f} s; {left} left, ETA {eta / 60:.1f} min")
         return result
 
     def _say(self, text: str) -> None:
         if not self.quiet:
-            print(f"[{self.label}] {self.done}/{self.total} {text}", file=sys.stderr, flush=True)
+            print(
+                f"[{self.label}] {self.finished}/{self.total} {text}", file=sys.stderr, flush=True
+            )
 
 
 def first_decision(question: dict[str, Any]) -> dict[str, Any]:

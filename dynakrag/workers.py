@@ -39,7 +39,7 @@ import os
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol, Self, TypeVar
 
@@ -518,7 +518,7 @@ def _json_line(line: str) -> Any:
         return None
 
 
-def pending(items: Iterable[Item], key: Callable[[Item], str], done: Iterable[str]) -> list[Item]:
-    """The items whose key is not among ``done``, in their order."""
-    finished = set(done)
-    return [item for item in items if key(item) not in finished]
+def pending(items: Iterable[Item], key: Callable[[Item], str], done: Collection[str]) -> list[Item]:
+    """The items whose key is not among ``done``, in their order (asked by membership: a
+    store of files answers for a key it could not list back)."""
+    return [item for item in items if key(item) not in done]
