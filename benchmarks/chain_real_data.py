@@ -50,13 +50,26 @@ from runstore import fmt  # noqa: E402
 
 RESULTS = _HERE / "results"
 DATASETS = ("musique", "hotpotqa", "2wiki")
-METHODS = ("naive", "before", "chain", "chain-read")
+METHODS = (
+    "naive",
+    "before",
+    "chain",
+    "chain-read",
+    "chain-read-hybrid",
+    "naive-gold",
+    "chain-read-gold",
+)
 LABELS = {
     "naive": "naive (top-5, one reader call)",
     "before": "graph before (joint sub-questions, 4 steps)",
     "chain": "graph, chain, incomplete_chain=abstain",
     "chain-read": "graph, chain, incomplete_chain=read",
+    "chain-read-hybrid": "graph, chain, read, hybrid retriever",
+    "naive-gold": "naive over the gold paragraphs only (reading's upper bound)",
+    "chain-read-gold": "graph, chain, read, over the gold paragraphs only",
 }
+PAIRS = (("chain-read", "before"), ("chain-read", "naive"), ("chain-read-hybrid", "chain-read"))
+"""Methods compared question by question (paired bootstrap of the F1 difference)."""
 HOP_ID = re.compile(r"^(\d)hop")
 
 
@@ -95,6 +108,37 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "seconds": _mean(records, "latency_s"),
         "abstain_rate": _mean(records, "abstained"),
     }
+
+
+def paired_difference(
+    first: Sequence[dict[str, Any]], second: Sequence[dict[str, Any]], *, seed: int = 0
+) -> dict[str, Any] | None:
+    """F1 of ``first`` minus ``second`` over the questions both answered: the mean and its
+    bootstrap 95% interval (questions resampled together, so the pairing is kept)."""
+    by_id = {r["id"]: r for r in second if isinstance(r.get("f1"), int | float)}
+    diffs = [
+        float(r["f1"]) - float(by_id[r["id"]]["f1"])
+        for r in first
+        if r["id"] in by_id and isinstance(r.get("f1"), int | float)
+    ]
+    if not diffs:
+        return None
+    low, high = bootstrap_interval(diffs, seed=seed)
+    return {"n": len(diffs), "difference": float(np.mean(diffs)), "low": low, "high": high}
+
+
+def paired_rows(runs_dir: Path, datasets: Sequence[str]) -> list[dict[str, Any]]:
+    """:func:`paired_difference` of each pair of :data:`PAIRS` whose two runs exist."""
+    rows = []
+    for dataset in datasets:
+        for first, second in PAIRS:
+            paths = [runs_dir / f"{dataset}-{method}.json" for method in (first, second)]
+            if not all(path.is_file() for path in paths):
+                continue
+            found = paired_difference(*(load_run(path)["questions"] for path in paths))
+            if found is not None:
+                rows.append({"dataset": dataset, "first": first, "second": second, **found})
+    return rows
 
 
 def hop_count(record: dict[str, Any]) -> int | None:
@@ -276,10 +320,22 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         raise SystemExit(f"no runs found in {args.runs_dir}")
     table = markdown(rows)
+    pairs = paired_rows(args.runs_dir, args.datasets)
+    if pairs:
+        table += (
+            "\nPaired F1 differences (same questions; bootstrap 95% interval):\n\n"
+            "| dataset | difference | n | F1 difference | 95% CI |\n|---|---|---|---|---|\n"
+        )
+        table += "".join(
+            f"| {p['dataset']} | {p['first']} - {p['second']} | {p['n']} | "
+            f"{fmt(p['difference'])} | [{fmt(p['low'])}, {fmt(p['high'])}] |\n"
+            for p in pairs
+        )
     print(table)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{args.name}.json").write_text(
-        json.dumps({"rows": rows}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        json.dumps({"rows": rows, "paired": pairs}, indent=1, ensure_ascii=False) + "\n",
+        encoding="utf-8",
     )
     (args.out_dir / f"{args.name}.md").write_text(
         "# Chain following on real data (first eval rows, open setting)\n\n" + table,

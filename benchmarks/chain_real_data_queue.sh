@@ -10,20 +10,26 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PY:-$REPO/.venv/bin/python}
 export DYNAKRAG_DATA_DIR=${DYNAKRAG_DATA_DIR:-$REPO/../shared/data}
 mkdir -p "$RUNS"
-ev() {  # directory, extra environment, dataset, method, name
+METHODS=${METHODS:-chain chain-read naive before}  # also: chain-read-hybrid naive-gold chain-read-gold
+ev() {  # directory, extra environment, dataset, method, name[, setting]
   (cd "$1" && env PYTHONPATH="$1" $2 "$PY" -m dynakrag.cli eval --dataset "$3" --split eval \
-    --setting open --limit 60 --method "$4" --out "$RUNS/$5.json")
+    --setting "${6:-open}" --limit 60 --method "$4" --out "$RUNS/$5.json")
 }
 CHAIN="DYNAKRAG_SUB_QUESTION_ANSWERING=chain DYNAKRAG_MAX_STEPS=16 DYNAKRAG_MAX_RETRIEVAL_CALLS=10"
+READ="$CHAIN DYNAKRAG_INCOMPLETE_CHAIN=read"
 for ds in "$@"; do
-  for m in chain chain-read naive before; do
+  for m in $METHODS; do
     [ -f "$RUNS/$ds-$m.json" ] && { echo "done: $ds-$m"; continue; }
     echo "== $(date +%T) $ds $m"
     case $m in
       chain) ev "$REPO" "$CHAIN DYNAKRAG_INCOMPLETE_CHAIN=abstain" "$ds" dynakrag "$ds-chain" ;;
-      chain-read) ev "$REPO" "$CHAIN DYNAKRAG_INCOMPLETE_CHAIN=read" "$ds" dynakrag "$ds-chain-read" ;;
+      chain-read) ev "$REPO" "$READ" "$ds" dynakrag "$ds-chain-read" ;;
+      chain-read-hybrid) ev "$REPO" "$READ DYNAKRAG_RETRIEVER=hybrid" "$ds" dynakrag "$ds-$m" ;;
+      chain-read-gold) ev "$REPO" "$READ" "$ds" dynakrag "$ds-$m" gold ;;
       naive) ev "$REPO" "" "$ds" naive "$ds-naive" ;;
+      naive-gold) ev "$REPO" "" "$ds" naive "$ds-$m" gold ;;
       before) ev "$BEFORE" "" "$ds" dynakrag "$ds-before" ;;
+      *) echo "unknown method $m"; false ;;
     esac || echo "FAILED $ds $m"
   done
 done

@@ -48,6 +48,23 @@ def test_rows_per_method_and_hop_count_with_intervals(tmp_path: Path) -> None:
     assert (tmp_path / "chain-real-data.png").is_file()
 
 
+def test_methods_are_compared_question_by_question(tmp_path: Path) -> None:
+    ids = ["a", "b", "c", "d"]
+    _run(tmp_path / "hotpotqa-before.json", [0.0, 1.0, 0.5, 0.0], ids)
+    # The same questions, in another order, one of them missing: pairs go by id.
+    _run(tmp_path / "hotpotqa-chain-read.json", [1.0, 1.0, 0.5], ["c", "a", "b"])
+    with benchmark_module("chain_real_data") as bench:
+        assert bench.main(["--runs-dir", str(tmp_path), "--out-dir", str(tmp_path)]) == 0
+    paired = json.loads((tmp_path / "chain-real-data.json").read_text())["paired"]
+    assert [(p["dataset"], p["first"], p["second"], p["n"]) for p in paired] == [
+        ("hotpotqa", "chain-read", "before", 3)
+    ]
+    # c: 1.0 - 0.5, a: 1.0 - 0.0, b: 0.5 - 1.0
+    assert paired[0]["difference"] == pytest.approx((0.5 + 1.0 - 0.5) / 3)
+    assert paired[0]["low"] <= paired[0]["difference"] <= paired[0]["high"]
+    assert "chain-read - before" in (tmp_path / "chain-real-data.md").read_text()
+
+
 def test_stored_copies_keep_ids_and_metrics_and_resume_as_eval_records(tmp_path: Path) -> None:
     from dynakrag.eval.records import check_eval_record
 
