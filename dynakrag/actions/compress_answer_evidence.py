@@ -4,7 +4,9 @@ The default compressor is lexical: it keeps passages that state a sub-question's
 share content words with the question and sub-questions (no model call). With
 ``compression="dics"`` DS-RAG's DICS chooses one passage per selection criterion instead
 (:func:`dics_compress`); its model calls are part of the action's cost ``c(s, a)``
-(:func:`~dynakrag.dsrag.extraction.compression_model_calls`).
+(:func:`~dynakrag.dsrag.extraction.compression_model_calls`). With a chain of hops the
+criteria are the hops, one each (:func:`dics_per_hop`, no model call): a resolved hop is served
+by the passage that states it, the others by DICS's choice.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dynakrag.actions.chain import hop_text
 from dynakrag.actions.chain_answer import chain_passages
 from dynakrag.actions.common import Resources, action_update
 from dynakrag.actions.grounding import EVIDENCE_VERDICT, abstention_before_answer
@@ -66,6 +69,8 @@ def dics_compress(
     ``dsrag_extraction`` chooses. The trace records which criterion chose which passage.
     Documented fallback: an empty selection keeps the evidence as it was.
     """
+    if state.get("hops"):
+        return dics_per_hop(state, cfg)
     from dynakrag.dsrag.extraction import compatible_sub_questions
     from dynakrag.dsrag.pipeline import analyse, select_for_analysis
 
@@ -92,6 +97,53 @@ def dics_compress(
         "extraction": analysis.record(),
     }
     return (kept or evidence[: cfg.max_final_docs]), analysis.usage, details
+
+
+def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usage, dict[str, Any]]:
+    """DICS with a chain of hops: one selection criterion per hop. A resolved hop's criterion
+    is served by the passage that states its answer; the others' by DICS's choice among the
+    evidence (the GS selector over each hop's own criterion, no model call). Kept: the fewest
+    passages that serve every hop, in evidence order, each recorded with the hops it serves.
+    Documented fallback: nothing served keeps the evidence as it was."""
+    from dynakrag.dsrag.criteria import one_criterion_each
+    from dynakrag.dsrag.dics import dics_select
+    from dynakrag.dsrag.pipeline import resolve_selector
+
+    hops = state["hops"]
+    evidence = state.get("evidence", [])
+    present = {doc["id"] for doc in evidence}
+    serves: dict[str, list[int]] = {}
+    how: dict[int, str] = {}
+    for number, hop in enumerate(hops, start=1):
+        if hop["status"] == "resolved" and hop["passage"] in present:
+            serves.setdefault(str(hop["passage"]), []).append(number)
+            how[number] = "states its answer"
+    unserved = [number for number in range(1, len(hops) + 1) if number not in how]
+    if unserved and evidence:
+        chosen = dics_select(
+            one_criterion_each([hop_text(hops, number - 1) for number in unserved]),
+            [
+                (doc["id"], f"{doc.get('title', '')} {doc.get('text', '')}".strip())
+                for doc in evidence
+            ],
+            resolve_selector(cfg),
+            question=state["question"],
+        )
+        for choice in chosen.choices:
+            if choice.criterion is not None:
+                number = unserved[choice.criterion]
+                serves.setdefault(str(choice.chunk_id), []).append(number)
+                how[number] = "chosen by DICS"
+    kept = [doc for doc in evidence if doc["id"] in serves][: cfg.max_final_docs]
+    details = {
+        "dics_mode": "hops",
+        "hop_passages": [
+            {"hop": number, "passage": passage, "how": how[number]}
+            for passage, numbers in serves.items()
+            for number in numbers
+        ],
+    }
+    return (kept or evidence[: cfg.max_final_docs]), NO_USAGE, details
 
 
 def compress_answer_evidence(

@@ -249,6 +249,18 @@ def per_sub_question_criteria(extractions: Sequence[Extraction]) -> list[Criteri
     return criteria
 
 
+def one_criterion_each(texts: Sequence[str]) -> list[Criterion]:
+    """Exactly one criterion per text, in order: its own rule extraction (first node core,
+    last entity anchor, as :func:`per_sub_question_criteria`), or the whole text as one node
+    when it names nothing. What a chain of hops selects by: one criterion per hop."""
+    criteria = []
+    for text in texts:
+        built = extract_question_graph([text], RuleGraphExtractor())
+        own = per_sub_question_criteria(built.extractions)
+        criteria.append(own[0] if own else _whole_question(text))
+    return criteria
+
+
 def criteria_for_question(
     question: str,
     sub_questions: Sequence[str],

@@ -170,8 +170,9 @@ def compression_model_calls(state: Mapping[str, Any], cfg: Configuration) -> flo
     """Model calls ``compress_answer_evidence`` makes in ``state`` (its part of ``c(s, a)``):
     one analysis when DICS compresses with a model extraction; none with the rules, none when
     it reuses the analysis the sufficiency check's EPQD parts came from, and none under
-    ``auto`` once the controller has sub-questions (the rules read them)."""
-    if cfg.compression != "dics" or cfg.dsrag_extraction == "rules":
+    ``auto`` once the controller has sub-questions (the rules read them), and none with a
+    chain of hops (one criterion per hop, read by the rules)."""
+    if cfg.compression != "dics" or cfg.dsrag_extraction == "rules" or state.get("hops"):
         return 0.0
     if state.get("sub_questions") and (
         cfg.decomposition == "epqd" or cfg.dsrag_extraction == "auto"

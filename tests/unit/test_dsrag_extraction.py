@@ -448,6 +448,7 @@ def test_compatible_sub_questions_leave_out_unknown_references_and_repeats() -> 
         ({"compression": "dics", "dsrag_extraction": "auto"}, {}, 1),
         ({"compression": "dics", "decomposition": "epqd"}, {"sub_questions": [{}]}, 0),
         ({"compression": "dics", "decomposition": "epqd"}, {}, 1),
+        ({"compression": "dics", "dsrag_extraction": "llm"}, {"hops": [{}]}, 0),
     ],
 )
 def test_compression_model_calls(settings: dict[str, str], state: dict, calls: float) -> None:

@@ -188,3 +188,49 @@ def test_compress_respects_max_final_docs_and_keeps_everything_when_nothing_scor
     supported = make_state(evidence=evidence, sub_questions=ANSWERED)
     update = compress_answer_evidence(supported, res, Configuration(max_final_docs=1))
     assert [d["id"] for d in update["evidence"]] == ["kestrel"]
+
+
+def _hops(*resolved: tuple[str, str | None, str | None]):
+    from dynakrag.actions.chain import plan_hops
+
+    hops = plan_hops([question for question, _, _ in resolved])
+    for hop, (_, answer, passage) in zip(hops, resolved, strict=True):
+        if answer is not None:
+            hop.update(status="resolved", answer=answer, passage=passage)
+    return hops
+
+
+def test_dics_with_a_chain_keeps_one_passage_per_hop_no_model_call() -> None:
+    recorder = fixed("unused")
+    res, searcher = resources(recorder)
+    hops = _hops(
+        ("Which company does Ada Voss work for?", "Kestrel Labs", "ada"),
+        ("In which city is the headquarters of #1?", "Velford", "kestrel"),
+    )
+    evidence = [doc(pid) for pid in ("banana", "ada", "tom", "kestrel", "ada-painter")]
+    state = make_state(evidence=evidence, hops=hops)
+    update = compress_answer_evidence(state, res, Configuration(compression="dics"))
+    assert [d["id"] for d in update["evidence"]] == ["ada", "kestrel"]
+    entry = update["trace"][0]
+    assert entry["dics_mode"] == "hops"
+    assert [(p["hop"], p["passage"], p["how"]) for p in entry["hop_passages"]] == [
+        (1, "ada", "states its answer"),
+        (2, "kestrel", "states its answer"),
+    ]
+    assert recorder.calls == [] and searcher.calls == []
+
+
+def test_dics_chooses_a_passage_for_a_hop_the_chain_did_not_resolve() -> None:
+    res, _ = resources()
+    hops = _hops(
+        ("Which company does Ada Voss work for?", "Kestrel Labs", "ada"),
+        ("Who founded #1?", None, None),
+    )
+    evidence = [doc(pid) for pid in ("banana", "ada", "velford", "kestrel")]
+    state = make_state(evidence=evidence, hops=hops)
+    update = compress_answer_evidence(state, res, Configuration(compression="dics"))
+    served = {p["hop"]: p for p in update["trace"][0]["hop_passages"]}
+    assert served[1]["passage"] == "ada"
+    # The shipped selector matches "Who founded Kestrel Labs?" to Kestrel Labs' own passage.
+    assert served[2] == {"hop": 2, "passage": "kestrel", "how": "chosen by DICS"}
+    assert [d["id"] for d in update["evidence"]] == ["ada", "kestrel"]
