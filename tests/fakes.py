@@ -301,3 +301,13 @@ FAKE_MODEL_SERVER = textwrap.dedent(
     http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
     """
 )
+
+
+class FixedSearcher:
+    """Returns the same passages for every query (none: an empty corpus)."""
+
+    def __init__(self, passages: Sequence[Passage]) -> None:
+        self.passages = list(passages)
+
+    def search(self, query: str, k: int) -> list[tuple[Passage, float]]:
+        return [(p, 1.0) for p in self.passages[:k]]

@@ -70,6 +70,7 @@ __all__ = [
     "note_search",
     "passages_for",
     "plan_hops",
+    "repeats_a_given_name",
     "resolve_hops",
     "searches_left",
     "sub_questions_of",
@@ -301,7 +302,7 @@ def answers_what_is_asked(question: str, hop: Hop) -> bool:
     return not (kind in specific and hop["expects"] in specific and kind != hop["expects"])
 
 
-def _named_already(answer: str, hop_question: str, question: str) -> bool:
+def repeats_a_given_name(answer: str, hop_question: str, question: str) -> bool:
     """Whether ``answer`` is an entity the hop (or, for a question offering no choice, the
     question) already names: the generator repeated its subject instead of answering."""
     wanted = normalised(answer)
@@ -354,7 +355,7 @@ def _judge(
     text = hop_text(hops, index)
     if not kind_fits(answer, hop["expects"]):
         return None, f"{answer!r} is not a {hop['expects']}", None
-    if _named_already(answer, text, question) or any(
+    if repeats_a_given_name(answer, text, question) or any(
         normalised(answer) == normalised(v) for v in hop["via"]
     ):
         return None, f"{answer!r} repeats an entity the question names", None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.chain import asked_for, chain_complete, hop_text
+from dynakrag.actions.chain import asked_for, chain_complete, hop_text, repeats_a_given_name
 from dynakrag.actions.chain_answer import chain_answer, chain_passages, is_bridge_chain
 from dynakrag.actions.common import Resources, action_update, evidence_window
 from dynakrag.actions.compress_answer_evidence import answer_passages
@@ -25,7 +25,8 @@ from dynakrag.actions.grounding import (
     check_answer,
     verdict_from_record,
 )
-from dynakrag.actions.text import looks_like_value
+from dynakrag.actions.statements import mentions
+from dynakrag.actions.text import content_words, looks_like_value, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.llm.answers import parse_final_answer
 from dynakrag.llm.client import NO_USAGE, Usage
@@ -81,6 +82,14 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[
             False, citations=() if verdict.abstained else verdict.citations, grounding=""
         )
     usage += verdict.usage
+    if (
+        hops
+        and cfg.abstain
+        and not verdict.abstained
+        and repeats_a_given_name(answer, question, question)
+    ):
+        # The reader named the question's own subject, as a chain's hop may not either.
+        verdict = abstain("repeats_the_question", answer=answer)
     if verdict.abstained and hops and cfg.abstain:
         # The reader's answer did not stand either: say where the chain stopped.
         verdict = _chain_abstention(question, hops) or verdict
@@ -101,10 +110,31 @@ def _chain_verdict(
         return answer, AbstentionVerdict(
             False, citations=tuple(chain_passages(hops)), grounding=how
         )
-    if not cfg.abstain or cfg.incomplete_chain == "read":
+    if not cfg.abstain or (
+        cfg.incomplete_chain == "read" and _has_foothold(state["question"], hops, state)
+    ):
         return None  # the reader answers from the evidence and the hops found
     stopped = _chain_abstention(state["question"], hops)
     return None if stopped is None else ("", stopped)
+
+
+def _has_foothold(question: str, hops: list[Hop], state: State) -> bool:
+    """Whether a reader answering an incomplete chain has something to stand on: a hop the
+    chain resolved, or a thing the question names that a passage is about (a name of the
+    question mentioned in a passage, or a word of it in a passage's title). An instruction in
+    place of a question, or a question about nothing the passages know, gets no reader's
+    guess: the chain's abstention stands."""
+    if any(hop["status"] == "resolved" for hop in hops):
+        return True
+    evidence = state.get("evidence", [])
+    words = content_words(question)
+    for doc in evidence:
+        text = f"{doc.get('title', '')} {doc.get('text', '')}"
+        if words & content_words(str(doc.get("title", ""))) or any(
+            mentions(text, name) for name in question_names(question)
+        ):
+            return True
+    return False
 
 
 def _chain_abstention(question: str, hops: list[Hop]) -> AbstentionVerdict | None:

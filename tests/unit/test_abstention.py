@@ -36,7 +36,7 @@ from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
 from dynakrag.state import State, initial_state
-from tests.fakes import KeywordSearcher, demo_chat_model, prompt_kind
+from tests.fakes import FixedSearcher, KeywordSearcher, demo_chat_model, prompt_kind
 
 PASSAGES = [
     Passage("ada", "Ada Voss", "Ada Voss is an engineer who works at Kestrel Labs."),
@@ -57,16 +57,6 @@ OFF = Configuration(abstain=False)
 def docs(*ids: str) -> list[dict[str, str]]:
     by_id = {p.id: p for p in PASSAGES}
     return [{"id": i, "title": by_id[i].title, "text": by_id[i].text} for i in ids]
-
-
-class FixedSearcher:
-    """Returns the same passages for every query (none: an empty corpus)."""
-
-    def __init__(self, passages: Sequence[Passage]) -> None:
-        self.passages = list(passages)
-
-    def search(self, query: str, k: int) -> list[tuple[Passage, float]]:
-        return [(p, 1.0) for p in self.passages[:k]]
 
 
 class Recorder:
