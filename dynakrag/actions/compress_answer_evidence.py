@@ -18,6 +18,7 @@ from dynakrag.actions.chain import hop_text
 from dynakrag.actions.chain_answer import chain_passages
 from dynakrag.actions.common import Resources, action_update
 from dynakrag.actions.grounding import EVIDENCE_VERDICT, abstention_before_answer
+from dynakrag.actions.statements import about
 from dynakrag.actions.sufficiency_check import is_grounded
 from dynakrag.actions.text import content_words, looks_like_value, question_names
 from dynakrag.configuration import Configuration
@@ -172,14 +173,23 @@ def compress_answer_evidence(
         positive = positive[::-1][: cfg.max_final_docs]
         # Documented fallback: nothing scored as support keeps the evidence as it was.
         keep = {i for _, i in positive} or set(range(min(len(evidence), cfg.max_final_docs)))
-        # The passages that state the chain's hops are the answer's citations: always kept.
-        chained = set(chain_passages(state.get("hops") or []))
+        # The passages that state the chain's hops are the answer's citations: always kept;
+        # with a chain, so are the passages about a thing the question names (what a reader
+        # of an incomplete chain needs to see).
+        hops = state.get("hops") or []
+        chained = set(chain_passages(hops))
         keep |= {i for i, doc in enumerate(evidence) if doc["id"] in chained}
+        if hops:
+            names = question_names(state["question"])
+            keep |= {i for i, doc in enumerate(evidence) if any(about(doc, n) for n in names)}
         kept = [doc for i, doc in enumerate(evidence) if i in keep]
     if cfg.abstain:
         # The answer reads the kept passages, but whether the evidence covers the question is
-        # judged on all of it: a passage naming the question's subject may be dropped here.
-        verdict = abstention_before_answer(state["question"], evidence)
+        # judged on all of it: a passage naming the question's subject may be dropped here. A
+        # chain judges coverage by its hops, not by the share of the question's words.
+        verdict = abstention_before_answer(
+            state["question"], evidence, coverage=not state.get("hops")
+        )
         details[EVIDENCE_VERDICT] = verdict.record() if verdict is not None else None
     return action_update(
         state,

@@ -44,12 +44,7 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[
     evidence = evidence_window(state, cfg)
     hops = state.get("hops") or []
     if cfg.abstain:
-        early = (
-            # A chain judges coverage by its hops, not by the share of the question's words.
-            abstention_before_answer(question, evidence, coverage=False)
-            if hops
-            else _verdict_before_answer(state, evidence)
-        )
+        early = _verdict_before_answer(state, evidence)
         if early is not None:
             return _final_update(state, evidence, "", early, NO_USAGE, fallback=False)
     if hops:
@@ -154,14 +149,15 @@ def _chain_abstention(question: str, hops: list[Hop]) -> AbstentionVerdict | Non
 
 def _verdict_before_answer(state: State, evidence: list[Document]) -> AbstentionVerdict | None:
     """:func:`abstention_before_answer` of the evidence the controller acquired: of the
-    passages before compression when ``compress_answer_evidence`` just ran (it judged them),
-    else of the answer's passages."""
+    passages before compression when ``compress_answer_evidence`` just ran (it judged them: a
+    passage naming the question's subject may have been dropped there), else of the answer's
+    passages. A chain judges coverage by its hops, not by the share of the question's words."""
     trace = state.get("trace") or []
     last = trace[-1] if trace else {}
     if last.get("action") == "compress_answer_evidence" and EVIDENCE_VERDICT in last:
         recorded = last[EVIDENCE_VERDICT]
         return verdict_from_record(recorded) if recorded else None
-    return abstention_before_answer(state["question"], evidence)
+    return abstention_before_answer(state["question"], evidence, coverage=not state.get("hops"))
 
 
 def _read_answer(

@@ -12,6 +12,7 @@ from dynakrag.actions.stop_answer import stop_answer
 from dynakrag.configuration import Configuration
 from dynakrag.graph.nodes import FIXED_EDGES, run_action
 from tests.unit.actions.support import (
+    apply,
     by_prompt,
     check_accounting,
     doc,
@@ -234,3 +235,40 @@ def test_dics_chooses_a_passage_for_a_hop_the_chain_did_not_resolve() -> None:
     # The shipped selector matches "Who founded Kestrel Labs?" to Kestrel Labs' own passage.
     assert served[2] == {"hop": 2, "passage": "kestrel", "how": "chosen by DICS"}
     assert [d["id"] for d in update["evidence"]] == ["ada", "kestrel"]
+
+
+def test_a_chain_judges_the_names_on_the_evidence_before_compression() -> None:
+    recorder = by_prompt(answer='Answer: "Velford"')
+    res, _ = resources(recorder)
+    hops = _hops(
+        ("Which company does Ada Voss work for?", "Kestrel Labs", "ada"),
+        ("In which city is the headquarters of #1?", None, None),
+    )
+    cfg = Configuration(sub_question_answering="chain", incomplete_chain="read")
+    everything = [doc(pid) for pid in ("ada", "kestrel", "velford", "banana")]
+    state = make_state(evidence=everything, hops=hops)
+    compressed = apply(state, compress_answer_evidence(state, res, cfg))
+    # Whatever compression kept, every name of the question was in the evidence it judged.
+    assert compressed["trace"][-1]["evidence_verdict"] is None
+    compressed["evidence"] = [doc("velford")]  # as if it had dropped the named ones
+    final = stop_answer(compressed, res, cfg)
+    assert "does not mention" not in final.get("abstain_reason", "")
+
+
+def test_a_chains_compression_keeps_the_passages_about_what_the_question_names() -> None:
+    from dynakrag.state import Document
+
+    res, _ = resources()
+    question = "Which river flows through the birthplace of Tom Reyl?"
+    hops = _hops(
+        ("Where was Tom Reyl born?", None, None), ("Which river flows through #1?", None, None)
+    )
+    evidence = [
+        Document(id="guide", title="River guide", text=f"{question} Tom Reyl's cousin asked."),
+        Document(id="tom", title="Tom Reyl", text="He grew up by the sea."),
+        doc("banana"),
+    ]
+    state = make_state(question=question, evidence=evidence, hops=hops)
+    kept = [d["id"] for d in compress_answer_evidence(state, res, Configuration())["evidence"]]
+    # Tom Reyl's own passage shares few of the question's words, yet it is about its name.
+    assert kept == ["guide", "tom"]
