@@ -12,6 +12,10 @@ Parsing
     * :func:`parse_number`: the one quantity a value writes: "1,234", "3.5 million", "$4.2bn",
       "12 km", "twelve"; lengths and masses are converted to one unit per dimension.
     * :func:`dates_in`: every date a text writes (the grounding checks' reading).
+    Why not ``dateutil.parser``: it fills the parts a value leaves out from a default (so
+    "1955" and "January 1955" parse alike, and partial dates cannot be told apart), reads
+    "500 BC" as the year 500, silently picks one reading of "03/04/1930" and does not read
+    "5 août 1930".
 
 Questions (:func:`comparison_asked`)
     * An :class:`Ordering` for a wh-question that orders its entities: on a time scale
