@@ -430,11 +430,18 @@ def resolve_hops(
         usage += call_usage
         entry: dict[str, Any] = {"hop": index + 1, "question": text, "answer": answer}
         log.append(entry)
-        statement, why, through = (
-            (None, "the passages about its entity do not state it", None)
-            if answer is None
-            else _judge(answer, hops, index, question, docs)
-        )
+        # A small model may answer with a sentence ("X was born in Drumena."): the one name
+        # in it that stands is the answer.
+        named = None if answer is None else _name_that_stands(answer, hops, index, question, docs)
+        if named is not None:
+            answer, (statement, why, through) = named
+            entry["answer"] = answer
+        else:
+            statement, why, through = (
+                (None, "the passages about its entity do not state it", None)
+                if answer is None
+                else _judge(answer, hops, index, question, docs)
+            )
         entry["verdict"] = why
         if statement is None and through is None:
             # Asked for a place of one class (a country), the entity's own passage may name a
@@ -469,6 +476,23 @@ def resolve_hops(
             why=why,
         )
     return hops, usage, log
+
+
+def _name_that_stands(
+    reply: str, hops: Sequence[Hop], index: int, question: str, docs: Sequence[Document]
+) -> tuple[str, tuple[Statement | None, str, str | None]] | None:
+    """For a reply written as a sentence (four words or more), the one name in it, other than
+    the whole reply, that stands for hop ``index`` (:func:`_judge`), with its verdict; None
+    when none or several do (a long name given alone is judged as it is)."""
+    if len(reply.split()) < 4:
+        return None
+    standing = []
+    names = [n for n in question_entities(f"_ {reply}") if normalised(n) != normalised(reply)]
+    for name in dict.fromkeys(names):
+        verdict = _judge(name, hops, index, question, docs)
+        if verdict[0] is not None and verdict[2] is None:
+            standing.append((name, verdict))
+    return standing[0] if len(standing) == 1 else None
 
 
 def _close_or_reopen(

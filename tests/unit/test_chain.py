@@ -650,3 +650,16 @@ def test_a_reader_naming_the_questions_own_subject_does_not_stand() -> None:
         {"question": question}
     )
     assert final["abstained"] and final["answer"] == ""
+
+
+def test_a_hop_answered_with_a_sentence_takes_the_one_name_in_it_that_stands() -> None:
+    question = "In which city was Ilsa Marr born?"
+
+    def respond(messages: list[BaseMessage]) -> str:
+        assert prompts.task_of(messages) == prompts.HOP
+        # A sentence, not the shortest answer, and not as the passage words it.
+        return json.dumps({"answer": "Ilsa Marr was born in Prynvale."})
+
+    final = graph_for(ScriptedChatModel(respond=respond)).invoke({"question": question})
+    assert final["answer"] == "Prynvale"
+    assert final["hops"][0]["passage"] == "p-ilsa"
