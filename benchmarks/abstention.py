@@ -52,7 +52,14 @@ if str(_HERE) not in sys.path:
 
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from multihop import QA_DATASETS, add_run_options  # noqa: E402
-from runstore import Progress, RunStore, fmt, journalled_records, result_record  # noqa: E402
+from runstore import (  # noqa: E402
+    Progress,
+    RunStore,
+    fmt,
+    journalled_records,
+    result_record,
+    write_results,
+)
 
 from dynakrag import prompts  # noqa: E402
 from dynakrag.configuration import Configuration  # noqa: E402
@@ -60,7 +67,6 @@ from dynakrag.data.datasets import load_examples, open_corpus  # noqa: E402
 from dynakrag.eval.methods import get_method  # noqa: E402
 from dynakrag.eval.metrics import f1_score, normalize_answer  # noqa: E402
 from dynakrag.eval.runner import evaluate, git_commit  # noqa: E402
-from dynakrag.files import write_json  # noqa: E402
 from dynakrag.retrieval.passage import Passage  # noqa: E402
 
 METHODS = ("naive", "dynakrag")
@@ -477,10 +483,9 @@ def main(argv: list[str] | None = None, *, chat_model: BaseChatModel | None = No
         result["set"] = run_set(args, base, chat_model)
     if "eval" in args.parts:
         result["eval"] = run_eval(args, base, chat_model)
-    write_json(args.out_dir / f"{args.name}.json", result, ensure_ascii=False, default=str)
-    text = markdown(result)
-    (args.out_dir / f"{args.name}.md").write_text(text, encoding="utf-8")
-    print(text)
+    write_results(
+        args.out_dir, args.name, result, markdown(result), ensure_ascii=False, default=str
+    )
     return 0
 
 

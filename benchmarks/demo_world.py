@@ -37,13 +37,12 @@ if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))  # the shared helpers beside this script, also when imported
 
 from multihop import add_run_options  # noqa: E402
-from runstore import Progress, fmt, journalled_records, result_record  # noqa: E402
+from runstore import Progress, fmt, journalled_records, result_record, write_results  # noqa: E402
 
 from dynakrag.configuration import Configuration  # noqa: E402
 from dynakrag.eval.methods import get_method  # noqa: E402
 from dynakrag.eval.metrics import exact_match, f1_score  # noqa: E402
 from dynakrag.eval.runner import git_commit  # noqa: E402
-from dynakrag.files import write_json  # noqa: E402
 
 SECONDS_PER_QUESTION = 20.0
 """Rough seconds a graph run takes on the embedded 1.5B model on 2 cores, for the first ETA."""
@@ -378,11 +377,7 @@ def markdown(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     result = run(args)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(args.out_dir / f"{args.name}.json", result)
-    text = markdown(result)
-    (args.out_dir / f"{args.name}.md").write_text(text, encoding="utf-8")
-    print(text)
+    write_results(args.out_dir, args.name, result, markdown(result))
 
 
 if __name__ == "__main__":

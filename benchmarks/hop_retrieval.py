@@ -31,11 +31,10 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
-from runstore import fmt  # noqa: E402
+from runstore import fmt, write_results  # noqa: E402
 
 from dynakrag.actions.statements import mentions  # noqa: E402
 from dynakrag.configuration import Configuration  # noqa: E402
-from dynakrag.files import write_json  # noqa: E402
 
 RETRIEVERS = ("bm25", "dense", "hybrid")
 FRONTIER = 10
@@ -208,11 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     result = run(args)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(args.out_dir / f"{args.name}.json", result)
-    text = markdown(result)
-    (args.out_dir / f"{args.name}.md").write_text(text, encoding="utf-8")
-    print(text)
+    write_results(args.out_dir, args.name, result, markdown(result))
     return 0
 
 

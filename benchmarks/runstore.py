@@ -176,6 +176,15 @@ class RunStore:
             )
 
 
+def write_results(out_dir: Path, name: str, result: Any, text: str, **json_options: Any) -> None:
+    """A benchmark's outputs: ``<name>.json`` (``result``) and ``<name>.md`` (``text``) under
+    ``out_dir``, and the table printed."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / f"{name}.json", result, **json_options)
+    (out_dir / f"{name}.md").write_text(text, encoding="utf-8")
+    print(text)
+
+
 def first_decision(question: dict[str, Any]) -> dict[str, Any]:
     """The explanation of a question's first controller decision (``{}`` for other methods)."""
     trace = question.get("details", {}).get("trace") or []

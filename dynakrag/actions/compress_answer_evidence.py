@@ -57,6 +57,13 @@ def answer_passages(state: State) -> list[tuple[str, str, Document]]:
     return found
 
 
+def _candidates(evidence: list[Document]) -> list[tuple[str, str]]:
+    """The evidence as DICS's candidate chunks: ``(id, title and text)``."""
+    return [
+        (doc["id"], f"{doc.get('title', '')} {doc.get('text', '')}".strip()) for doc in evidence
+    ]
+
+
 def dics_compress(
     state: State, resources: Resources, cfg: Configuration
 ) -> tuple[list[Document], Usage, dict[str, Any]]:
@@ -80,7 +87,7 @@ def dics_compress(
     analysis = analyse(state["question"], resources.llm, cfg, sub_questions=given or None)
     selection = select_for_analysis(
         analysis,
-        [(doc["id"], f"{doc.get('title', '')} {doc.get('text', '')}".strip()) for doc in evidence],
+        _candidates(evidence),
         cfg,
     )
     stated = answer_passages(state)
@@ -123,10 +130,7 @@ def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usag
     if unserved and evidence:
         chosen = dics_select(
             one_criterion_each([hop_text(hops, number - 1) for number in unserved]),
-            [
-                (doc["id"], f"{doc.get('title', '')} {doc.get('text', '')}".strip())
-                for doc in evidence
-            ],
+            _candidates(evidence),
             resolve_selector(cfg),
             question=state["question"],
         )

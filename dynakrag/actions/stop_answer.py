@@ -25,7 +25,7 @@ from dynakrag.actions.grounding import (
     check_answer,
     verdict_from_record,
 )
-from dynakrag.actions.statements import mentions
+from dynakrag.actions.statements import mentions, passage_text
 from dynakrag.actions.text import content_words, looks_like_value, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.llm.answers import parse_final_answer
@@ -124,7 +124,7 @@ def _has_foothold(question: str, hops: list[Hop], state: State) -> bool:
     evidence = state.get("evidence", [])
     words = content_words(question)
     for doc in evidence:
-        text = f"{doc.get('title', '')} {doc.get('text', '')}"
+        text = passage_text(doc)
         if words & content_words(str(doc.get("title", ""))) or any(
             mentions(text, name) for name in question_names(question)
         ):
