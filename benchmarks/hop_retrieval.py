@@ -33,7 +33,7 @@ if str(_HERE) not in sys.path:
 
 from runstore import fmt, write_results  # noqa: E402
 
-from dynakrag.actions.statements import mentions  # noqa: E402
+from dynakrag.actions.frontier import nearness  # noqa: E402
 from dynakrag.configuration import Configuration  # noqa: E402
 
 RETRIEVERS = ("bm25", "dense", "hybrid")
@@ -98,9 +98,7 @@ def hop_ranks(searcher: Any, hops: Sequence[GoldHop], take: int) -> list[dict[st
     for hop in hops:
         hits = searcher.search(hop.query, FRONTIER)
         ids = [passage.id for passage, _ in hits]
-        named = sorted(
-            hits, key=lambda hit: not mentions(f"{hit[0].title} {hit[0].text}", hop.entity)
-        )
+        named = sorted(hits, key=lambda hit: nearness(hit[0], [hop.entity]))
         rows.append(
             {
                 "position": hop.position,
@@ -182,7 +180,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['split'].upper()} rows, open setting (the split's pooled corpus). A hop's "
         "query is its subject and relation with the gold answers of earlier hops written in; "
         f"found = its gold passage is among the {result['take']} passages the chain adds "
-        f"(candidates naming the entity first, from the top {result['frontier']}).",
+        "(candidates about the entity first, then those naming it, from the top "
+        f"{result['frontier']}).",
         "",
         "| dataset | retriever | questions | hops | found (names first) | found (plain top "
         f"{result['take']}) | in top {result['frontier']} | first hop | later hops |",

@@ -39,6 +39,7 @@ __all__ = [
     "entity_class",
     "joins_facts",
     "quoted_mask",
+    "refers_ahead",
     "resolve_references",
     "segment_question",
     "separator_pattern",
@@ -193,7 +194,8 @@ def decompose(
     the question (a relation the model merged away: "birth" of "the birth city of ...") or
     whose parts do not lead to its last one (:func:`leads_to_last`) is replaced by the rule
     split of the question itself, when that has several parts and the question sets nothing
-    side by side.
+    side by side. A plan whose parts refer to a part not before them (:func:`refers_ahead`)
+    lost a hop: the rule split, or the question itself, replaces it.
     """
     reply, usage = llm.structured(
         prompts.decompose_messages(question),
@@ -208,6 +210,9 @@ def decompose(
     if split_joined:
         parts = split_facts(parts)
         by_rule = split_facts([question])
+        if refers_ahead(parts):
+            # "... during the administration of #1?" with no hop 1: the plan lost its start.
+            return (by_rule if len(by_rule) > 1 else [question])[:MAX_SUB_QUESTIONS], usage
         if (
             len(by_rule) > 1
             and _one_chain(question)
@@ -246,6 +251,16 @@ def compared_dates(question: str) -> list[str] | None:
     if first.lower() == second.lower():
         return None
     return [f"When was {first} {action}?", f"When was {second} {action}?"]
+
+
+def refers_ahead(sub_questions: Sequence[str]) -> bool:
+    """Whether a sub-question refers to the answer of one that is not before it (``#k`` with
+    no k-th sub-question earlier): a plan that lost a hop."""
+    return any(
+        not 1 <= int(found) <= position
+        for position, text in enumerate(sub_questions)
+        for found in REFERENCE.findall(text)
+    )
 
 
 def leads_to_last(sub_questions: Sequence[str]) -> bool:

@@ -111,6 +111,14 @@ _PLACE_NOUNS = frozenset(
 )
 
 
+_QUESTION_WORDS: tuple[tuple[str, HopKind], ...] = (
+    (r"\bhow (?:many|much|old|long|far|tall|high|big)\b", "number"),
+    (r"\bwhen\b", "date"),
+    (r"\bwho(?:m|se)?\b", "person"),
+    (r"\bwhere\b", "place"),
+)
+
+
 def expected_kind(question: str) -> tuple[HopKind, str]:
     """The kind of answer ``question`` asks for and the noun it names for it ("" when none).
 
@@ -138,14 +146,14 @@ def expected_kind(question: str) -> tuple[HopKind, str]:
         return _KIND_OF_CLASS[cls], noun
     if noun in PERSON_NOUNS:
         return "person", noun
-    if re.search(r"\bhow (?:many|much|old|long|far|tall|high|big)\b", lowered):
-        return "number", ""
-    if re.search(r"\bwhen\b", lowered):
-        return "date", ""
-    if re.search(r"\bwho(?:m|se)?\b", lowered) and not noun:
-        return "person", ""
-    if re.search(r"\bwhere\b", lowered):
-        return "place", ""
+    # The first question word asks ("Who managed the club when Beckham joined?": a person).
+    asked = [
+        (found.start(), kind)
+        for pattern, kind in _QUESTION_WORDS
+        if (found := re.search(pattern, lowered)) and not (kind == "person" and noun)
+    ]
+    if asked:
+        return min(asked)[1], ""
     if first in _AUXILIARIES:
         return "yes/no", ""
     return "text", noun
@@ -302,18 +310,29 @@ def answers_what_is_asked(question: str, hop: Hop) -> bool:
     return not (kind in specific and hop["expects"] in specific and kind != hop["expects"])
 
 
+_ASKS_A_NAME = re.compile(r"\bnames?\b|\bcalled\b", re.IGNORECASE)
+
+
 def repeats_a_given_name(answer: str, hop_question: str, question: str) -> bool:
     """Whether ``answer`` is an entity the hop (or, for a question offering no choice, the
-    question) already names: the generator repeated its subject instead of answering."""
+    question) already names: the generator repeated its subject instead of answering. A name
+    of two words or more counts as repeated inside a longer one too ("Kasper Peter Schmeichel"
+    for "the father of Kasper Schmeichel"), unless the question asks for a name ("full
+    name", "called")."""
     wanted = normalised(answer)
     if not wanted:
         return False
+    words = set(wanted.split())
     texts = [hop_question] if _offers_choice(question) else [hop_question, question]
     for text in texts:
         if _offers_choice(text):
             continue  # "Who is older, A or B?": one of its own names is the answer
+        asks_a_name = bool(_ASKS_A_NAME.search(text))
         for entity in question_entities(text):
-            if normalised(entity) == wanted:
+            given = normalised(entity).split()
+            if given == wanted.split() or (
+                len(given) >= 2 and not asks_a_name and set(given) <= words
+            ):
                 return True
     return False
 
@@ -376,6 +395,8 @@ def _judge(
             f"no sentence states {answer!r} about {', '.join(hop_entities(hops, index)) or 'it'}",
             None,
         )
+    if repeats_a_given_name(whole_name(answer, statement.sentence), text, question):
+        return None, f"{answer!r} is, written whole, an entity the question names", None
     label = label_of(answer, statement.sentence)
     if label and _other_class(label, hop):
         asked = hop["type_noun"] or hop["expects"]

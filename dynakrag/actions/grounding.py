@@ -92,6 +92,8 @@ REASONS: dict[str, str] = {
     "nothing_answered": "no sub-question was answered from the evidence",
     "yes_no_to_wh": "{answer!r} does not answer a question asking {asked!r}",
     "repeats_the_question": "the answer {answer!r} is a name the question itself gives",
+    "answers_an_earlier_hop": "the answer {answer!r} is where the chain's hop {hop} led, not "
+    "what the question asks",
     "ungrounded_answer": "the answer {answer!r} is not stated in the passages",
 }
 """Abstention codes and the sentence each becomes (``abstain_reason``)."""

@@ -10,6 +10,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import sentencex
+
 from dynakrag.actions.grounding import is_yes_no, normalised, statement_of
 from dynakrag.decomposition import CLASS_NOUNS
 from dynakrag.state import Document, HopKind
@@ -22,16 +24,20 @@ __all__ = [
     "label_of",
     "labelled_names",
     "mentions",
+    "namesake",
     "passage_text",
     "sentences",
     "whole_name",
 ]
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“(]?[A-Z0-9])")
 _PRONOUN_START = re.compile(
     r"^(?:[^,.;]{0,60},\s+)?(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE
 )
 """A sentence whose subject is a pronoun, after an opening phrase at most ("In 2011, he ...")."""
+_DESCRIPTION_START = re.compile(r"^(?:[^,.;]{0,60},\s+)?[Tt]h(?:e|is)\s+[a-z][a-z-]+\b(?!\s+of\b)")
+"""A sentence whose subject is a common noun ("The team played ...", "This film ..."): in a
+passage about an entity, its own passage's way of going on about it."""
+_QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 _ALL_CLASS_NOUNS = frozenset().union(*CLASS_NOUNS.values())
 
 
@@ -42,16 +48,51 @@ def mentions(text: str, name: str) -> bool:
 
 
 def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    """The sentences of ``text``; an abbreviation or an initial ("Dr. Robotnik", "Roger O.
+    Egeberg", "the U.S. Army") ends none."""
+    return [s.strip() for s in sentencex.segment("en", text) if s.strip()]
 
 
 def about(doc: Document, name: str) -> bool:
-    """Whether a passage is about ``name``: its title, or its first sentence, names it."""
+    """Whether a passage is about ``name``: its title, or its first sentence, names it (in a
+    namesake's passage, standing alone: :func:`namesake`)."""
     title = str(doc.get("title", ""))
     if title and normalised(title) == normalised(name):
         return True
     first = sentences(str(doc.get("text", "")))[:1]
-    return bool(first) and mentions(first[0], name)
+    return bool(first) and _names(doc, first[0], name)
+
+
+def _names(doc: Document, sentence: str, name: str) -> bool:
+    """Whether ``sentence`` of ``doc`` names ``name``; in a namesake's passage only where the
+    name stands alone, not inside the namesake's own longer name ("Kenton Terry
+    Richardson")."""
+    if not namesake(doc, name):
+        return mentions(sentence, name)
+    found = False
+    for match in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", sentence, re.IGNORECASE):
+        found = True
+        before = sentence[: match.start()].split()
+        if not before or not before[-1][:1].isupper():
+            return True
+    return not found and mentions(sentence, name)  # written otherwise (accents): as it is
+
+
+def namesake(doc: Document, name: str) -> bool:
+    """Whether a passage is about another bearer of a name like ``name``: its title (less a
+    qualifier such as "(footballer)") is another name of two words or more with the same last
+    word ("Kenton Richardson" for "Terry Richardson"), so its "Kenton Terry Richardson (born
+    1999)" is not the person asked about."""
+    title = _QUALIFIER.sub("", str(doc.get("title", "")))
+    wanted, have = normalised(name).split(), normalised(title).split()
+    return (
+        len(wanted) >= 2
+        and len(have) >= 2
+        and have[-1] == wanted[-1]
+        and have != wanted
+        and not mentions(title, name)
+        and not mentions(name, title)  # "Elizabeth II" for "Queen Elizabeth II"
+    )
 
 
 def passage_text(doc: Document) -> str:
@@ -76,18 +117,20 @@ def _short_name(name: str) -> str | None:
 
 def find_statement(answer: str, names: Sequence[str], docs: Sequence[Document]) -> Statement | None:
     """The first sentence that states ``answer`` about one of ``names``: the sentence names it,
-    or the sentence is in a passage about it and calls it by a pronoun or its last name ("Benson
-    pitched for ..." in Kris Benson's passage). With no names, any sentence stating the
-    answer."""
+    or the sentence is in a passage about it and calls it by a pronoun, a common noun ("The
+    team played ...") or its last name ("Benson pitched for ..." in Kris Benson's passage); a
+    namesake's passage (:func:`namesake`) names it only where the name stands alone.
+    With no names, any sentence stating the answer."""
     for doc in docs:
         its_own = not names or any(about(doc, n) for n in names)
         for sentence in sentences(str(doc.get("text", ""))):
             if not statement_of(answer, sentence):
                 continue
-            if not names or any(mentions(sentence, n) for n in names):
+            if not names or any(_names(doc, sentence, n) for n in names):
                 return Statement(str(doc.get("id", "")), sentence)
             if its_own and (
                 _PRONOUN_START.match(sentence)
+                or _DESCRIPTION_START.match(sentence)
                 or len(sentences(doc["text"])) == 1
                 or any(mentions(sentence, short) for short in map(_short_name, names) if short)
             ):

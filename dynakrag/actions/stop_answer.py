@@ -23,6 +23,7 @@ from dynakrag.actions.grounding import (
     abstain,
     abstention_before_answer,
     check_answer,
+    normalised,
     verdict_from_record,
 )
 from dynakrag.actions.statements import mentions, passage_text
@@ -88,6 +89,12 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[
     if verdict.abstained and hops and cfg.abstain:
         # The reader's answer did not stand either: say where the chain stopped.
         verdict = _chain_abstention(question, hops) or verdict
+    if hops and cfg.abstain and not verdict.abstained:
+        passed = _earlier_hop_answered(answer, hops)
+        if passed is not None:
+            # The reader stopped at a bridge the chain passes through (the father, not what
+            # the father was voted).
+            verdict = abstain("answers_an_earlier_hop", answer=answer, hop=passed)
     final = "" if verdict.abstained else answer
     return _final_update(state, evidence, final, verdict, usage, fallback=fallback)
 
@@ -111,6 +118,18 @@ def _chain_verdict(
         return None  # the reader answers from the evidence and the hops found
     stopped = _chain_abstention(state["question"], hops)
     return None if stopped is None else ("", stopped)
+
+
+def _earlier_hop_answered(answer: str, hops: list[Hop]) -> int | None:
+    """The number of a resolved hop, other than a bridge chain's last, whose answer is
+    ``answer`` (None: none is, or the chain is no bridge)."""
+    if not is_bridge_chain(hops):
+        return None
+    wanted = normalised(answer)
+    for number, hop in enumerate(hops[:-1], start=1):
+        if hop["status"] == "resolved" and normalised(hop["answer"] or "") == wanted:
+            return number
+    return None
 
 
 def _has_foothold(question: str, hops: list[Hop], state: State) -> bool:

@@ -1,0 +1,143 @@
+"""Which entity a hop's sentence is about: namesakes, a passage going on about its subject, an
+answer that repeats the question's own name, a plan that lost its first hop, and a reader that
+stops at a bridge."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain_core.messages import BaseMessage
+
+from dynakrag.actions.chain import expected_kind, repeats_a_given_name
+from dynakrag.actions.frontier import nearness
+from dynakrag.actions.statements import about, find_statement, namesake, sentences
+from dynakrag.decomposition import decompose, refers_ahead
+from dynakrag.llm.client import LLMClient
+from dynakrag.llm.fake import ScriptedChatModel
+from dynakrag.retrieval.passage import Passage
+from tests.unit.test_chain import graph_for, hop_responder
+
+KENTON = {
+    "id": "p-kenton",
+    "title": "Kenton Richardson",
+    "text": "Kenton Terry Richardson (born 26 July 1999) is an English footballer.",
+}
+TERRY = {
+    "id": "p-terry",
+    "title": "Terry Richardson",
+    "text": "Terrence Richardson (born August 14, 1965) is an American photographer.",
+}
+
+
+def test_a_namesakes_passage_says_nothing_about_the_person_asked_about() -> None:
+    assert namesake(KENTON, "Terry Richardson") and not about(KENTON, "Terry Richardson")
+    assert find_statement("26 July 1999", ["Terry Richardson"], [KENTON]) is None
+    found = find_statement("August 14, 1965", ["Terry Richardson"], [KENTON, TERRY])
+    assert found is not None and found.passage == "p-terry"
+    # A relative's passage naming the person on their own still states facts about them.
+    peter = {
+        "id": "p-peter",
+        "title": "Peter Schmeichel",
+        "text": "Peter Schmeichel is a goalkeeper. Peter Schmeichel is the father of "
+        "Kasper Schmeichel.",
+    }
+    assert namesake(peter, "Kasper Schmeichel")
+    found = find_statement("Peter Schmeichel", ["Kasper Schmeichel"], [peter])
+    assert found is not None and found.sentence.endswith("father of Kasper Schmeichel.")
+    # A longer or a qualified title of the same name is the same entity.
+    hazlewood = {"id": "h", "title": "Lee Hazlewood", "text": "Barton Lee Hazlewood was a singer."}
+    assert not namesake(hazlewood, "Barton Lee Hazlewood") and about(hazlewood, "Lee Hazlewood")
+    queen = {"id": "q", "title": "Elizabeth II (queen)", "text": "Elizabeth II was a queen."}
+    assert not namesake(queen, "Queen Elizabeth II")
+    # One-word names and names with another last word are no namesakes.
+    assert not namesake({"id": "r", "title": "Richardson", "text": ""}, "Terry Richardson")
+    assert not namesake({"id": "t", "title": "Terry Riley", "text": ""}, "Terry Richardson")
+
+
+def test_the_namesake_of_a_hops_entity_comes_after_its_own_passage() -> None:
+    kenton = Passage(KENTON["id"], KENTON["title"], KENTON["text"])
+    terry = Passage(TERRY["id"], TERRY["title"], TERRY["text"])
+    other = Passage("p-x", "Photography", "Photography is an art.")
+    ranked = sorted([other, kenton, terry], key=lambda p: nearness(p, ["Terry Richardson"]))
+    assert [p.id for p in ranked] == ["p-terry", "p-kenton", "p-x"]
+
+
+def test_a_passage_going_on_about_its_subject_by_a_common_noun_states_it() -> None:
+    team = {
+        "id": "t",
+        "title": "Lewiston Maineiacs",
+        "text": "The Lewiston Maineiacs were a hockey team based in Lewiston. The team played "
+        "its home games at the Androscoggin Bank Colisee. They won a cup in 2007.",
+    }
+    found = find_statement("Androscoggin Bank Colisee", ["Lewiston Maineiacs"], [team])
+    assert found is not None and found.sentence.startswith("The team played")
+    # Another passage's "The team ..." is not about it, nor is "The city of ..." its subject.
+    other = {**team, "title": "Portland Pirates", "text": "The Portland Pirates were a team. "
+             "The team played at the Androscoggin Bank Colisee once."}  # fmt: skip
+    assert find_statement("Androscoggin Bank Colisee", ["Lewiston Maineiacs"], [other]) is None
+    city = {**team, "text": "The Lewiston Maineiacs were a team. The city of Auburn is near."}
+    assert find_statement("Auburn", ["Lewiston Maineiacs"], [city]) is None
+
+
+def test_a_longer_name_holding_the_questions_own_name_repeats_it() -> None:
+    hop = "Who was the father of Kasper Schmeichel?"
+    assert repeats_a_given_name("Kasper Peter Schmeichel", hop, hop)
+    assert not repeats_a_given_name("Peter Schmeichel", hop, hop)
+    # Asked for a name, the whole name holding the given one is the answer.
+    full = "What is the full name of Lee Hazlewood?"
+    assert not repeats_a_given_name("Barton Lee Hazlewood", full, full)
+    # A one-word name inside the answer is no repetition ("Henry Ford" founded Ford).
+    assert not repeats_a_given_name("Henry Ford", "Who founded Ford?", "Who founded Ford?")
+
+
+def test_a_plan_referring_to_a_hop_it_does_not_have_gives_way() -> None:
+    assert refers_ahead(["Who was the secretary during #1's administration?"])
+    assert refers_ahead(["Who founded #2?", "Which company does Ada Voss work for?"])
+    assert not refers_ahead(["Which company does Ada Voss work for?", "Who founded #1?"])
+    question = (
+        "Which river flows through the city where the founder of Selkthorn Robotics was born?"
+    )
+    broken = ["Which river flows through #2?", "Where was #1 born?"]
+
+    def respond(messages: list[BaseMessage]) -> str:
+        return json.dumps({"sub_questions": broken})
+
+    parts, _ = decompose(question, LLMClient(ScriptedChatModel(respond=respond)), split_joined=True)
+    assert parts != broken and not refers_ahead(parts)
+
+
+def test_a_reader_stopping_at_the_chains_bridge_does_not_answer() -> None:
+    question = "In which city was the founder of Selkthorn Robotics born?"
+    plan = ["Who founded Selkthorn Robotics?", "In which city was #1 born?"]
+    facts = {"Who founded Selkthorn Robotics?": "Ilsa Marr"}  # the second hop is never stated
+    final = graph_for(hop_responder({question: plan}, facts, reads="Ilsa Marr")).invoke(
+        {"question": question}
+    )
+    assert [hop["status"] for hop in final["hops"]] == ["resolved", "failed"]
+    assert final["abstained"] and final["answer"] == ""
+    assert "hop 1" in final["abstain_reason"]
+
+
+def test_an_initial_or_an_abbreviation_ends_no_sentence() -> None:
+    text = "Roger O. Egeberg was a physician in the U.S. Army. He served under Dr. Hale Vorn."
+    assert sentences(text) == [
+        "Roger O. Egeberg was a physician in the U.S. Army.",
+        "He served under Dr. Hale Vorn.",
+    ]
+    doc = {"id": "r", "title": "Roger O. Egeberg", "text": text}
+    found = find_statement("Dr. Hale Vorn", ["Roger O. Egeberg"], [doc])
+    assert found is not None and found.sentence == "He served under Dr. Hale Vorn."
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("Who managed the club during the years when Ada Voss played there?", "person"),
+        ("When was the man who founded Selkthorn Robotics born?", "date"),
+        ("Where did the woman who wrote Miracle Lane die?", "place"),
+        ("How many people live in the city where Ilsa Marr was born?", "number"),
+    ],
+)
+def test_the_first_question_word_says_what_a_hop_asks_for(question: str, kind: str) -> None:
+    assert expected_kind(question)[0] == kind
