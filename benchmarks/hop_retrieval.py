@@ -180,7 +180,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['split'].upper()} rows, open setting (the split's pooled corpus). A hop's "
         "query is its subject and relation with the gold answers of earlier hops written in; "
         f"found = its gold passage is among the {result['take']} passages the chain adds "
-        "(candidates about the entity first, then those naming it, from the top "
+        "(candidates naming the entity first, a namesake's own name aside, from the top "
         f"{result['frontier']}).",
         "",
         "| dataset | retriever | questions | hops | found (names first) | found (plain top "

@@ -24,6 +24,7 @@ __all__ = [
     "label_of",
     "labelled_names",
     "mentions",
+    "names_entity",
     "namesake",
     "passage_text",
     "sentences",
@@ -60,10 +61,10 @@ def about(doc: Document, name: str) -> bool:
     if title and normalised(title) == normalised(name):
         return True
     first = sentences(str(doc.get("text", "")))[:1]
-    return bool(first) and _names(doc, first[0], name)
+    return bool(first) and names_entity(doc, first[0], name)
 
 
-def _names(doc: Document, sentence: str, name: str) -> bool:
+def names_entity(doc: Document, sentence: str, name: str) -> bool:
     """Whether ``sentence`` of ``doc`` names ``name``; in a namesake's passage only where the
     name stands alone, not inside the namesake's own longer name ("Kenton Terry
     Richardson")."""
@@ -126,7 +127,7 @@ def find_statement(answer: str, names: Sequence[str], docs: Sequence[Document]) 
         for sentence in sentences(str(doc.get("text", ""))):
             if not statement_of(answer, sentence):
                 continue
-            if not names or any(_names(doc, sentence, n) for n in names):
+            if not names or any(names_entity(doc, sentence, n) for n in names):
                 return Statement(str(doc.get("id", "")), sentence)
             if its_own and (
                 _PRONOUN_START.match(sentence)

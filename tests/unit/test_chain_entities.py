@@ -55,12 +55,12 @@ def test_a_namesakes_passage_says_nothing_about_the_person_asked_about() -> None
     assert not namesake({"id": "t", "title": "Terry Riley", "text": ""}, "Terry Richardson")
 
 
-def test_the_namesake_of_a_hops_entity_comes_after_its_own_passage() -> None:
+def test_a_namesakes_passage_comes_after_those_naming_the_hops_entity() -> None:
     kenton = Passage(KENTON["id"], KENTON["title"], KENTON["text"])
     terry = Passage(TERRY["id"], TERRY["title"], TERRY["text"])
-    other = Passage("p-x", "Photography", "Photography is an art.")
-    ranked = sorted([other, kenton, terry], key=lambda p: nearness(p, ["Terry Richardson"]))
-    assert [p.id for p in ranked] == ["p-terry", "p-kenton", "p-x"]
+    other = Passage("p-x", "Photography", "Photography is an art, Terry Richardson said.")
+    ranked = sorted([kenton, other, terry], key=lambda p: nearness(p, ["Terry Richardson"]))
+    assert [p.id for p in ranked] == ["p-x", "p-terry", "p-kenton"]
 
 
 def test_a_passage_going_on_about_its_subject_by_a_common_noun_states_it() -> None:
