@@ -223,7 +223,12 @@ def decompose(
 
 
 _BETWEEN = re.compile(rf"\b[Bb]etween\s+(?:the\s+)?({_NAME})\s+and\s+(?:the\s+)?({_NAME})")
-_EITHER = re.compile(rf",\s*(?:the\s+)?({_NAME}),?\s+or\s+(?:the\s+)?({_NAME})\s*[?.!]*\s*$")
+_EITHER = re.compile(
+    rf"(?:,\s*|\b(?:older|younger|earlier|later|first|last|elder),?\s+)(?:the\s+)?({_NAME}),?\s+or\s+"
+    rf"(?:the\s+)?({_NAME})\s*[?.!]*\s*$"
+)
+"""", A or B?" at the end, or "older A or B?" with no comma ("who is younger Keith Bostic or
+Jerry Glanville ?")."""
 _DATE_VERB = re.compile(
     r"\b(born|founded|established|formed|released|published|built|opened|created|launched|"
     r"died|started)\b",

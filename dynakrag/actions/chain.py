@@ -94,7 +94,10 @@ _KIND_OF_CLASS: dict[str, HopKind] = {
     "group": "organisation",
 }
 _DATE_NOUNS = frozenset("year date day month decade century".split())
-_NUMBER_NOUNS = frozenset("number amount population age count".split())
+_NUMBER_NOUNS = frozenset(
+    "number amount population age count percentage percent share proportion rate total sum "
+    "capacity size".split()
+)
 _AUXILIARIES = frozenset(
     "is are was were do does did has have had can could will would should shall may might".split()
 )
@@ -306,6 +309,8 @@ def answers_what_is_asked(question: str, hop: Hop) -> bool:
     found = entity_class(hop["type_noun"]) if hop["type_noun"] else None
     if wanted is not None and found is not None:
         return wanted == found
+    if kind == "text" and noun and hop["expects"] in ("date", "number"):
+        return False  # "which war ...?" is not answered by a count of its casualties
     specific = ("person", "place", "organisation", "date", "number")
     return not (kind in specific and hop["expects"] in specific and kind != hop["expects"])
 

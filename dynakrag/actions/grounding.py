@@ -413,8 +413,12 @@ def _numbers(text: str) -> set[str]:
 # The answer against the passages
 
 
+_AMPERSAND = re.compile(r"&(?:amp;)?")
+
+
 def _normalised(text: str) -> str:
-    return " ".join(_tokens(text))
+    # "Tunnels & Trolls" (or a passage's escaped "&amp;") is "Tunnels and Trolls".
+    return " ".join(_tokens(_AMPERSAND.sub(" and ", text)))
 
 
 def _stating(answer: str, evidence: Sequence[Mapping[str, Any]]) -> tuple[list[str], str]:

@@ -9,10 +9,15 @@ import json
 import pytest
 from langchain_core.messages import BaseMessage
 
-from dynakrag.actions.chain import expected_kind, repeats_a_given_name
+from dynakrag.actions.chain import (
+    answers_what_is_asked,
+    expected_kind,
+    plan_hops,
+    repeats_a_given_name,
+)
 from dynakrag.actions.frontier import nearness
 from dynakrag.actions.statements import about, find_statement, namesake, sentences
-from dynakrag.decomposition import decompose, refers_ahead
+from dynakrag.decomposition import compared_dates, decompose, refers_ahead
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
@@ -141,3 +146,26 @@ def test_an_initial_or_an_abbreviation_ends_no_sentence() -> None:
 )
 def test_the_first_question_word_says_what_a_hop_asks_for(question: str, kind: str) -> None:
     assert expected_kind(question)[0] == kind
+
+
+def test_two_names_compared_with_no_comma_get_a_date_hop_each() -> None:
+    assert compared_dates("who is younger Ilsa Marr or Tom Reyl ?") == [
+        "When was Ilsa Marr born?",
+        "When was Tom Reyl born?",
+    ]
+
+
+def test_an_ampersand_and_its_word_name_the_same_thing() -> None:
+    question = 'Who designed the game "Lanterns and Ladders"?'
+    assert repeats_a_given_name("Lanterns &amp; Ladders", question, question)
+    assert repeats_a_given_name("Lanterns & Ladders", question, question)
+
+
+def test_a_count_does_not_answer_a_question_asking_which_thing() -> None:
+    question = "The memorial commemorates the fallen of which war, that had 60 million casualties?"
+    counted = plan_hops(
+        ["Which war does the memorial commemorate?", "How many casualties did #1 have?"]
+    )
+    assert not answers_what_is_asked(question, counted[-1])
+    share = "What percentage of the vote did the founder of Selkthorn Robotics win?"
+    assert answers_what_is_asked(share, plan_hops(["How many votes did #1 win?"])[0])
