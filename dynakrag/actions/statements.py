@@ -36,8 +36,8 @@ _PRONOUN_START = re.compile(
 )
 """A sentence whose subject is a pronoun, after an opening phrase at most ("In 2011, he ...")."""
 _DESCRIPTION_START = re.compile(r"^(?:[^,.;]{0,60},\s+)?[Tt]h(?:e|is)\s+[a-z][a-z-]+\b(?!\s+of\b)")
-"""A sentence whose subject is a common noun ("The team played ...", "This film ..."): in a
-passage about an entity, its own passage's way of going on about it."""
+"""A sentence whose subject is a common noun ("The team played ...", "This film ..."): in the
+passage whose subject is an entity, its way of going on about it."""
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 _ALL_CLASS_NOUNS = frozenset().union(*CLASS_NOUNS.values())
 
@@ -62,6 +62,18 @@ def about(doc: Document, name: str) -> bool:
         return True
     first = sentences(str(doc.get("text", "")))[:1]
     return bool(first) and names_entity(doc, first[0], name)
+
+
+def _subject(doc: Document, name: str) -> bool:
+    """Whether ``name`` is the subject of the passage: its title (less a qualifier) or the
+    start of its first sentence ("Boston is a town in Lincolnshire" is about Boston, not
+    Lincolnshire, though :func:`about` counts it for both)."""
+    title = _QUALIFIER.sub("", str(doc.get("title", "")))
+    if normalised(title) == normalised(name):
+        return True
+    first = sentences(str(doc.get("text", "")))[:1]
+    opening = normalised(first[0]).removeprefix("the ") if first else ""
+    return bool(normalised(name)) and f"{opening} ".startswith(f"{normalised(name)} ")
 
 
 def names_entity(doc: Document, sentence: str, name: str) -> bool:
@@ -131,7 +143,7 @@ def find_statement(answer: str, names: Sequence[str], docs: Sequence[Document]) 
                 return Statement(str(doc.get("id", "")), sentence)
             if its_own and (
                 _PRONOUN_START.match(sentence)
-                or _DESCRIPTION_START.match(sentence)
+                or (_DESCRIPTION_START.match(sentence) and any(_subject(doc, n) for n in names))
                 or len(sentences(doc["text"])) == 1
                 or any(mentions(sentence, short) for short in map(_short_name, names) if short)
             ):

@@ -122,10 +122,13 @@ def _chain_verdict(
 
 def _earlier_hop_answered(answer: str, hops: list[Hop]) -> int | None:
     """The number of a resolved hop, other than a bridge chain's last, whose answer is
-    ``answer`` (None: none is, or the chain is no bridge)."""
+    ``answer`` (None: none is, the chain is no bridge, or its last hop was given that answer
+    too and turned it down as a repeat)."""
     if not is_bridge_chain(hops):
         return None
     wanted = normalised(answer)
+    if any(normalised(why.split(":", 1)[0]) == wanted for why in hops[-1]["rejected"]):
+        return None  # the last hop found the same answer too: a plan that asked it twice
     for number, hop in enumerate(hops[:-1], start=1):
         if hop["status"] == "resolved" and normalised(hop["answer"] or "") == wanted:
             return number

@@ -169,3 +169,28 @@ def test_a_count_does_not_answer_a_question_asking_which_thing() -> None:
     assert not answers_what_is_asked(question, counted[-1])
     share = "What percentage of the vote did the founder of Selkthorn Robotics win?"
     assert answers_what_is_asked(share, plan_hops(["How many votes did #1 win?"])[0])
+
+
+def test_a_passage_goes_on_by_a_common_noun_only_about_its_own_subject() -> None:
+    town = {
+        "id": "b",
+        "title": "Borrow, Ulmshire",
+        "text": "Borrow is a town in Ulmshire. The borough had 66,900 people in 2001.",
+    }
+    assert find_statement("66,900", ["Ulmshire"], [town]) is None
+    found = find_statement("66,900", ["Borrow"], [town])
+    assert found is not None and found.sentence.startswith("The borough")
+
+
+def test_a_reader_may_answer_what_a_plan_asked_twice() -> None:
+    question = "Ilsa Marr founded a company. Which robotics company was it?"
+    plan = ["Which company did Ilsa Marr found?", "Which robotics company is #1?"]
+    facts = {
+        "Which company did Ilsa Marr found?": "Selkthorn Robotics",
+        "Which robotics company is Selkthorn Robotics?": "Selkthorn Robotics",
+    }
+    final = graph_for(hop_responder({question: plan}, facts, reads="Selkthorn Robotics")).invoke(
+        {"question": question}
+    )
+    assert [hop["status"] for hop in final["hops"]] == ["resolved", "failed"]
+    assert not final["abstained"] and final["answer"] == "Selkthorn Robotics"
