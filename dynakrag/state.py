@@ -255,6 +255,51 @@ class State(InputState, total=False):
     """Ids of the evidence passages the answer rests on (empty when it abstained)."""
 
 
+class StateUpdate(TypedDict, total=False):
+    """A node's partial update of :class:`State`: the fields it changes, each typed as in
+    ``State`` (the reducers' fields, ``trace`` to ``accounting``, as the deltas they add).
+
+    What :func:`dynakrag.actions.common.action_update` builds for every action, plus each
+    action's own fields and the controller's decision of a fixed edge
+    (:func:`dynakrag.graph.nodes.fixed_edge_decision`). The question is never updated.
+    """
+
+    query: str
+    evidence: list[Document]
+    frontier: dict[str, Any]
+    sub_questions: list[SubQuestion]
+    hops: list[Hop]
+    gaps: list[str]
+    queried_gaps: list[str]
+    exhausted_queries: list[str]
+    bridge_entities: list[str]
+    expanded_entities: list[str]
+    sufficient: bool
+    evidence_count_at_check: int
+    last_new_docs: int
+    compressed: bool
+    rewrites: int
+
+    valid_actions: list[str]
+    invalid_reasons: dict[str, str]
+    policy_scores: dict[str, float]
+    next_action: str
+    explanation: Explanation
+
+    trace: list[TraceEntry]
+    steps: int
+    retrieval_calls: int
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    accounting: dict[str, dict[str, int]]
+
+    answer: str
+    abstained: bool
+    abstain_reason: str
+    answer_citations: list[str]
+
+
 ADDITIVE_FIELDS: tuple[str, ...] = (
     "trace",
     "steps",

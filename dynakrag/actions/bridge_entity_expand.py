@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dynakrag.actions.bridge_entities import pending_bridge_entities
 from dynakrag.actions.common import Resources
 from dynakrag.actions.frontier import acquisition_update
 from dynakrag.configuration import Configuration
-from dynakrag.state import State
+from dynakrag.state import State, StateUpdate
 
 
-def bridge_entity_expand(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+def bridge_entity_expand(state: State, resources: Resources, cfg: Configuration) -> StateUpdate:
     """Search for the first unexpanded bridge entity."""
     entity = pending_bridge_entities(state)[0]
     return acquisition_update(

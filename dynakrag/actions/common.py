@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.retrieval.base import Searcher
-from dynakrag.state import Document, State, TraceEntry
+from dynakrag.state import Document, State, StateUpdate, TraceEntry
 
 
 @dataclass
@@ -29,7 +29,7 @@ def action_update(
     counts_as_step: bool = True,
     details: dict[str, Any] | None = None,
     **changes: Any,
-) -> dict[str, Any]:
+) -> StateUpdate:
     """The partial state update of one action: its changes plus trace and accounting."""
     added = added or []
     entry: TraceEntry = {
@@ -46,7 +46,7 @@ def action_update(
         "completion_tokens": usage.completion_tokens,
     }
     entry.update(details or {})  # type: ignore[typeddict-item]  # each action's own keys
-    update: dict[str, Any] = {
+    update: StateUpdate = {
         "trace": [entry],
         "steps": 1 if counts_as_step else 0,
         "retrieval_calls": retrieval_calls,
@@ -64,7 +64,7 @@ def action_update(
         },
         "last_new_docs": len(added),
     }
-    update.update(changes)
+    update.update(cast(StateUpdate, changes))  # the action's own fields
     return update
 
 

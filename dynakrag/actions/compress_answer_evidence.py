@@ -23,7 +23,7 @@ from dynakrag.actions.sufficiency_check import is_grounded
 from dynakrag.actions.text import content_words, looks_like_value, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, Usage
-from dynakrag.state import Document, State
+from dynakrag.state import Document, State, StateUpdate
 
 
 def support_score(doc: Document, focus_words: set[str], answers: list[str]) -> float:
@@ -151,9 +151,7 @@ def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usag
     return (kept or evidence[: cfg.max_final_docs]), NO_USAGE, details
 
 
-def compress_answer_evidence(
-    state: State, resources: Resources, cfg: Configuration
-) -> dict[str, Any]:
+def compress_answer_evidence(state: State, resources: Resources, cfg: Configuration) -> StateUpdate:
     """Keep supporting passages (at most ``max_final_docs``): ``passthrough`` the first ones,
     ``dics`` one per selection criterion plus those stating verified sub-answers, ``heuristic``
     (default) the passages that state a sub-answer or score near the best; all in their

@@ -16,7 +16,7 @@ from dynakrag.actions.statements import names_entity
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, Usage
 from dynakrag.retrieval.provenance import search_with_provenance
-from dynakrag.state import Document, State
+from dynakrag.state import Document, State, StateUpdate
 
 
 def acquire(
@@ -102,7 +102,7 @@ def acquisition_update(
     details: dict[str, Any] | None = None,
     names: Sequence[str] = (),
     **changes: Any,
-) -> dict[str, Any]:
+) -> StateUpdate:
     """Search, extend the evidence, refresh bridge entities and report the step.
 
     ``names``: entities whose passages come first (see :func:`acquire`); ``changes`` are

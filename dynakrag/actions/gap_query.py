@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dynakrag.actions.chain import next_hop_entities
 from dynakrag.actions.common import Resources
 from dynakrag.actions.frontier import acquisition_update
 from dynakrag.actions.gaps import take_gap
 from dynakrag.configuration import Configuration
-from dynakrag.state import State
+from dynakrag.state import State, StateUpdate
 
 
-def gap_query(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+def gap_query(state: State, resources: Resources, cfg: Configuration) -> StateUpdate:
     """Query the oldest pending gap and mark it as queried."""
     gap, gaps, queried_gaps = take_gap(state)
     return acquisition_update(

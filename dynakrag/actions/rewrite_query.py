@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dynakrag import prompts
 from dynakrag.actions.chain import next_hop_entities, next_hop_search
 from dynakrag.actions.common import Resources, evidence_window
 from dynakrag.actions.frontier import acquisition_update
 from dynakrag.configuration import Configuration
-from dynakrag.state import State
+from dynakrag.state import State, StateUpdate
 
 
-def rewrite_query(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+def rewrite_query(state: State, resources: Resources, cfg: Configuration) -> StateUpdate:
     """Ask the generator for a better query; on no usable reply, fall back to question + gap.
 
     With a chain of hops the query rewritten is the next open hop's (its question with the

@@ -10,8 +10,6 @@ passages an answer rests on.
 
 from __future__ import annotations
 
-from typing import Any
-
 from dynakrag import prompts
 from dynakrag.actions.chain import asked_for, chain_complete, hop_text, repeats_a_given_name
 from dynakrag.actions.chain_answer import chain_answer, chain_passages, is_bridge_chain
@@ -31,10 +29,10 @@ from dynakrag.actions.text import content_words, looks_like_value, question_name
 from dynakrag.configuration import Configuration
 from dynakrag.llm.answers import parse_final_answer
 from dynakrag.llm.client import NO_USAGE, Usage
-from dynakrag.state import Document, Hop, State
+from dynakrag.state import Document, Hop, State, StateUpdate
 
 
-def stop_answer(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+def stop_answer(state: State, resources: Resources, cfg: Configuration) -> StateUpdate:
     """Answer from at most ``max_final_docs`` passages, or abstain (setting ``abstain``).
 
     Fallbacks: no evidence, or no usable reply, gives the last sub-question's answer when the
@@ -208,7 +206,7 @@ def _final_update(
     usage: Usage,
     *,
     fallback: bool,
-) -> dict[str, Any]:
+) -> StateUpdate:
     return action_update(
         state,
         "stop_answer",

@@ -32,7 +32,7 @@ from dynakrag.actions.text import content_words, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.decomposition import REFERENCE, decompose, one_fact, resolve_references
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
-from dynakrag.state import Document, State, SubQuestion
+from dynakrag.state import Document, State, StateUpdate, SubQuestion
 
 # EPQD makes one sub-question per part; long DS-RAG questions have up to ~10 parts.
 MAX_EPQD_SUB_QUESTIONS = 10
@@ -59,7 +59,7 @@ def is_grounded(answer: str, sub_question: str, evidence: list[Document]) -> boo
     return False
 
 
-def sufficiency_check(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+def sufficiency_check(state: State, resources: Resources, cfg: Configuration) -> StateUpdate:
     """Answer each sub-question from the evidence; record what is still missing."""
     if cfg.sub_question_answering == "chain":
         return _check_chain(state, resources, cfg)
@@ -107,7 +107,7 @@ def _verdict(
     bridge_entities: list[str],
     details: dict[str, Any],
     **changes: Any,
-) -> dict[str, Any]:
+) -> StateUpdate:
     """The check's update: whether the evidence suffices and the gaps, in the state and in the
     trace entry (with the mode's own ``details``); ``changes``: the mode's own state fields."""
     return action_update(
@@ -139,7 +139,7 @@ def _plan(question: str, resources: Resources, cfg: Configuration) -> tuple[list
     return decompose(question, resources.llm, split_joined=True)
 
 
-def _check_chain(state: State, resources: Resources, cfg: Configuration) -> dict[str, Any]:
+def _check_chain(state: State, resources: Resources, cfg: Configuration) -> StateUpdate:
     """Hop by hop (:mod:`dynakrag.actions.chain`): plan the hops once, resolve the open ones
     from the evidence, record the next hop's search as the gap (or the entity a hop goes on
     through as the bridge entity)."""

@@ -43,6 +43,7 @@ from dynakrag.state import (
     ADDITIVE_FIELDS,
     InputState,
     State,
+    StateUpdate,
 )
 
 __all__ = ["RECURSION_LIMIT", "LazySearcher", "build_graph", "validate_question"]
@@ -160,10 +161,10 @@ def build_graph(
 
     def make_node(
         name: str,
-    ) -> Callable[[State, Runtime[RunSettings], RunnableConfig], dict[str, Any]]:
+    ) -> Callable[[State, Runtime[RunSettings], RunnableConfig], StateUpdate]:
         def node(
             state: State, runtime: Runtime[RunSettings], config: RunnableConfig
-        ) -> dict[str, Any]:
+        ) -> StateUpdate:
             return run_action(name, state, resources, run_configuration(runtime, config))
 
         node.__name__ = name

@@ -25,7 +25,7 @@ from dynakrag.actions.stop_answer import stop_answer
 from dynakrag.actions.sufficiency_check import sufficiency_check
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
-from dynakrag.state import ACTIONS, ActionName, State, initial_state
+from dynakrag.state import ACTIONS, ActionName, State, StateUpdate, initial_state
 
 __all__ = [
     "ACTION_FUNCTIONS",
@@ -41,7 +41,7 @@ __all__ = [
     "validate_question",
 ]
 
-ActionFn = Callable[[State, Resources, Configuration], dict[str, Any]]
+ActionFn = Callable[[State, Resources, Configuration], StateUpdate]
 
 ACTION_FUNCTIONS: Mapping[str, ActionFn] = MappingProxyType(
     {
@@ -72,7 +72,7 @@ def fixed_successor(state: Mapping[str, Any]) -> str | None:
     return FIXED_EDGES.get(trace[-1].get("action", "")) if trace else None
 
 
-def fixed_edge_decision(successor: str) -> dict[str, Any]:
+def fixed_edge_decision(successor: str) -> StateUpdate:
     """The controller fields a fixed edge records: ``successor`` is the only choice, unscored.
 
     The next action's trace entry copies ``valid_actions``, ``policy_scores`` and
@@ -88,9 +88,7 @@ def fixed_edge_decision(successor: str) -> dict[str, Any]:
     }
 
 
-def run_action(
-    action: str, state: State, resources: Resources, cfg: Configuration
-) -> dict[str, Any]:
+def run_action(action: str, state: State, resources: Resources, cfg: Configuration) -> StateUpdate:
     """The update of ``action``'s node: the action's own update, plus the decision of its
     fixed edge when it has one."""
     update = ACTION_FUNCTIONS[action](state, resources, cfg)
