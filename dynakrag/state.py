@@ -196,8 +196,10 @@ class InputState(TypedDict):
     question: str
 
 
-class State(InputState, total=False):
-    """Everything the controller conditions on, plus results and accounting."""
+class StateUpdate(TypedDict, total=False):
+    """The fields of :class:`State` past the question, each optional: what a node returns as
+    its partial update (the reducers' fields, ``trace`` to ``accounting``, as the deltas they
+    add). :func:`dynakrag.actions.common.action_update` builds it for every action."""
 
     query: str
     """The current retrieval query (the question until rewritten)."""
@@ -255,49 +257,9 @@ class State(InputState, total=False):
     """Ids of the evidence passages the answer rests on (empty when it abstained)."""
 
 
-class StateUpdate(TypedDict, total=False):
-    """A node's partial update of :class:`State`: the fields it changes, each typed as in
-    ``State`` (the reducers' fields, ``trace`` to ``accounting``, as the deltas they add).
-
-    What :func:`dynakrag.actions.common.action_update` builds for every action, plus each
-    action's own fields and the controller's decision of a fixed edge
-    (:func:`dynakrag.graph.nodes.fixed_edge_decision`). The question is never updated.
-    """
-
-    query: str
-    evidence: list[Document]
-    frontier: dict[str, Any]
-    sub_questions: list[SubQuestion]
-    hops: list[Hop]
-    gaps: list[str]
-    queried_gaps: list[str]
-    exhausted_queries: list[str]
-    bridge_entities: list[str]
-    expanded_entities: list[str]
-    sufficient: bool
-    evidence_count_at_check: int
-    last_new_docs: int
-    compressed: bool
-    rewrites: int
-
-    valid_actions: list[str]
-    invalid_reasons: dict[str, str]
-    policy_scores: dict[str, float]
-    next_action: str
-    explanation: Explanation
-
-    trace: list[TraceEntry]
-    steps: int
-    retrieval_calls: int
-    llm_calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    accounting: dict[str, dict[str, int]]
-
-    answer: str
-    abstained: bool
-    abstain_reason: str
-    answer_citations: list[str]
+class State(InputState, StateUpdate):
+    """Everything the controller conditions on, plus results and accounting: the question and
+    every field of :class:`StateUpdate`."""
 
 
 ADDITIVE_FIELDS: tuple[str, ...] = (
