@@ -36,7 +36,6 @@ __all__ = [
     "REFERENCE",
     "RELATION_NOUNS",
     "decompose",
-    "drop_identity_hops",
     "entity_class",
     "joins_facts",
     "quoted_mask",
@@ -196,8 +195,7 @@ def decompose(
     whose parts do not lead to its last one (:func:`leads_to_last`) is replaced by the rule
     split of the question itself, when that has several parts and the question sets nothing
     side by side. A plan whose parts refer to a part not before them (:func:`refers_ahead`)
-    lost a hop: the rule split, or the question itself, replaces it. Parts that only ask who
-    or what a named thing is are dropped (:func:`drop_identity_hops`).
+    lost a hop: the rule split, or the question itself, replaces it.
     """
     reply, usage = llm.structured(
         prompts.decompose_messages(question),
@@ -210,7 +208,7 @@ def decompose(
     if split_joined and len(parts) < 2 and (dated := compared_dates(question)):
         return dated, usage  # the model kept "who is older, A or B?" as one question
     if split_joined:
-        parts = drop_identity_hops(split_facts(parts))
+        parts = split_facts(parts)
         by_rule = split_facts([question])
         if refers_ahead(parts):
             # "... during the administration of #1?" with no hop 1: the plan lost its start.
@@ -258,34 +256,6 @@ def compared_dates(question: str) -> list[str] | None:
     if first.lower() == second.lower():
         return None
     return [f"When was {first} {action}?", f"When was {second} {action}?"]
-
-
-_IDENTITY = re.compile(
-    rf"^\s*(?i:who|what)\s+(?i:is|was|are|were)\s+(?:the\s+)?({_NAME})\s*\??\s*$"
-)
-
-
-def _relation_first(name: str) -> bool:
-    """Whether a capitalised run opens with a relation ("Father of Ada Voss"): no name."""
-    return name.split()[0].lower() in RELATION_NOUNS
-
-
-def drop_identity_hops(sub_questions: Sequence[str]) -> list[str]:
-    """The plan without sub-questions that only ask who or what a named thing is ("Who is
-    Scott Parkin?" before "Which firms has #1 criticised?"): they ask no relation, and their
-    answer is the name itself, written into the sub-questions that refer to them."""
-    kept: list[str] = []
-    new_number: dict[int, str] = {}  # old 1-based number -> "#k" or the name
-    for number, text in enumerate(sub_questions, start=1):
-        written = REFERENCE.sub(lambda m: new_number.get(int(m.group(1)), m.group(0)), text)
-        identity = _IDENTITY.match(written)
-        last = number == len(sub_questions)
-        if identity is not None and not last and not _relation_first(identity.group(1)):
-            new_number[number] = identity.group(1)
-            continue
-        kept.append(written)
-        new_number[number] = f"#{len(kept)}"
-    return kept or list(sub_questions)
 
 
 def refers_ahead(sub_questions: Sequence[str]) -> bool:

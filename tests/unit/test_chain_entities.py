@@ -17,7 +17,7 @@ from dynakrag.actions.chain import (
 )
 from dynakrag.actions.frontier import nearness
 from dynakrag.actions.statements import about, find_statement, namesake, sentences
-from dynakrag.decomposition import compared_dates, decompose, drop_identity_hops, refers_ahead
+from dynakrag.decomposition import compared_dates, decompose, refers_ahead
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
@@ -194,12 +194,3 @@ def test_a_reader_may_answer_what_a_plan_asked_twice() -> None:
     )
     assert [hop["status"] for hop in final["hops"]] == ["resolved", "failed"]
     assert not final["abstained"] and final["answer"] == "Selkthorn Robotics"
-
-
-def test_a_hop_that_only_asks_who_a_named_person_is_is_dropped() -> None:
-    plan = ["Who is Ilsa Marr?", "Which firm did #1 found?", "Where is #2 based?"]
-    assert drop_identity_hops(plan) == ["Which firm did Ilsa Marr found?", "Where is #1 based?"]
-    # A relation is no identity, and a one-part plan stays as it is.
-    kept = ["Who is the father of Ada Voss?", "Where was #1 born?"]
-    assert drop_identity_hops(kept) == kept
-    assert drop_identity_hops(["Who is Ilsa Marr?"]) == ["Who is Ilsa Marr?"]
