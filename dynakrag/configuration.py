@@ -133,6 +133,14 @@ class RunSettings(BaseModel):
         "stated; 'read' lets the reader answer from the evidence and the hops found, checked "
         "like any answer (one no passage states still abstains with 'abstain' on).",
     )
+    chain_answer: Literal["last_hop", "reader"] = Field(
+        default="last_hop",
+        description="Who answers a complete bridge chain (sub_question_answering='chain'): "
+        "'last_hop' gives its last hop's answer, cited with every hop's passage; 'reader' "
+        "lets the reader answer from the evidence with the hops' answers as facts, checked "
+        "like any answer, and falls back to the last hop's answer when the reader's does not "
+        "stand. Comparisons are computed from the hops' values either way.",
+    )
     dsrag_extraction: DsragExtractionName = Field(
         default="llm",
         description="How DS-RAG builds sub-questions and selection criteria: 'llm' (one "

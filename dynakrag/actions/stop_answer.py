@@ -46,9 +46,12 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> State
         early = _verdict_before_answer(state, evidence)
         if early is not None:
             return _final_update(state, evidence, "", early, NO_USAGE, fallback=False)
+    chain_given: tuple[str, AbstentionVerdict] | None = None
     if hops:
         chained = _chain_verdict(state, hops, cfg)
-        if chained is not None:
+        if chained is not None and cfg.chain_answer == "reader" and chained[1].grounding == "chain":
+            chain_given = chained  # the reader answers first; the chain's answer is the fallback
+        elif chained is not None:
             answer, verdict = chained
             return _final_update(state, evidence, answer, verdict, NO_USAGE, fallback=False)
     answer, usage = _read_answer(state, resources, evidence)
@@ -93,6 +96,8 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> State
             # The reader stopped at a bridge the chain passes through (the father, not what
             # the father was voted).
             verdict = abstain("answers_an_earlier_hop", answer=answer, hop=passed)
+    if verdict.abstained and chain_given is not None:
+        answer, verdict = chain_given  # the reader's usage is counted above
     final = "" if verdict.abstained else answer
     return _final_update(state, evidence, final, verdict, usage, fallback=fallback)
 

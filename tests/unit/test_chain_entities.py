@@ -194,3 +194,24 @@ def test_a_reader_may_answer_what_a_plan_asked_twice() -> None:
     )
     assert [hop["status"] for hop in final["hops"]] == ["resolved", "failed"]
     assert not final["abstained"] and final["answer"] == "Selkthorn Robotics"
+
+
+@pytest.mark.parametrize(
+    ("reads", "answer"),
+    [("Prynvale", "Prynvale"), ("Ilsa Marr", "Prynvale"), ("Paris", "Prynvale")],
+)
+def test_a_reader_may_answer_a_complete_chain_and_fall_back_on_it(reads: str, answer: str) -> None:
+    question = "In which city was the founder of Selkthorn Robotics born?"
+    plan = ["Who founded Selkthorn Robotics?", "In which city was #1 born?"]
+    facts = {
+        "Who founded Selkthorn Robotics?": "Ilsa Marr",
+        "In which city was Ilsa Marr born?": "Prynvale",
+    }
+    model = hop_responder({question: plan}, facts, reads=reads)
+    by_chain = graph_for(model).invoke({"question": question})
+    assert by_chain["answer"] == "Prynvale" and by_chain["llm_calls"] == 3  # plan + 2 hops
+    final = graph_for(model, chain_answer="reader").invoke({"question": question})
+    assert [hop["status"] for hop in final["hops"]] == ["resolved", "resolved"]
+    # The reader's answer when it stands; else (stated nowhere, a bridge) the chain's.
+    assert final["answer"] == answer and not final["abstained"]
+    assert final["llm_calls"] > by_chain["llm_calls"]
