@@ -134,6 +134,7 @@ class RunSettings(BaseModel):
         "like any answer (one no passage states still abstains with 'abstain' on).",
     )
     chain_answer: Literal["last_hop", "reader"] = Field(
+        # 'reader' measured on 50 HotpotQA train rows: no answer changed, +0.46 LLM calls
         default="last_hop",
         description="Who answers a complete bridge chain (sub_question_answering='chain'): "
         "'last_hop' gives its last hop's answer, cited with every hop's passage; 'reader' "
