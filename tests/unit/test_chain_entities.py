@@ -21,7 +21,7 @@ from dynakrag.decomposition import compared_dates, decompose, refers_ahead
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
-from tests.unit.test_chain import graph_for, hop_responder
+from tests.unit.chain_support import graph_for, hop_responder
 
 KENTON = {
     "id": "p-kenton",
