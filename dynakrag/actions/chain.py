@@ -70,6 +70,7 @@ __all__ = [
     "note_search",
     "passages_for",
     "plan_hops",
+    "rejected_answers",
     "repeats_a_given_name",
     "resolve_hops",
     "searches_left",
@@ -487,7 +488,7 @@ def resolve_hops(
             continue
         if statement is None:
             if answer is not None:
-                hop["rejected"] = [*hop["rejected"], f"{answer}: {why}"]
+                hop["rejected"] = [*hop["rejected"], _rejection(answer, why)]
             hop["why"] = why
             closing_usage, again = _close_or_reopen(hops, index, question, evidence, llm, log)
             usage += closing_usage
@@ -502,6 +503,16 @@ def resolve_hops(
             why=why,
         )
     return hops, usage, log
+
+
+def _rejection(answer: str, why: str) -> str:
+    """A hop's ``rejected`` entry: the answer turned down and why ("X: why")."""
+    return f"{answer}: {why}"
+
+
+def rejected_answers(hop: Hop) -> list[str]:
+    """The answers hop ``hop`` turned down (its ``rejected`` entries, less the why)."""
+    return [entry.split(":", 1)[0] for entry in hop["rejected"]]
 
 
 def _name_that_stands(
@@ -557,7 +568,7 @@ def _reopen_source(
         return NO_USAGE, None
     source["reopened"] = True
     old = source["answer"] or ""
-    ruled_out = [old, *(entry.split(":", 1)[0] for entry in source["rejected"])]
+    ruled_out = [old, *rejected_answers(source)]
     text = hop_text(hops, source_index)
     docs = passages_for(hops, source_index, evidence)
     answer, usage = _ask(llm, text, docs, source["via_sentences"], ruled_out)
@@ -576,7 +587,7 @@ def _reopen_source(
         answer=whole_name(answer or "", statement.sentence),
         passage=statement.passage,
         sentence=statement.sentence,
-        rejected=[*source["rejected"], f"{old}: hop {index + 1} found nothing about it"],
+        rejected=[*source["rejected"], _rejection(old, f"hop {index + 1} found nothing about it")],
         why=f"stated (reopened: hop {index + 1} found nothing about {old})",
     )
     failed.update(status="open", queries=[], asked=[], via=[], via_sentences=[], why="")

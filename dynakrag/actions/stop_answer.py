@@ -11,7 +11,13 @@ passages an answer rests on.
 from __future__ import annotations
 
 from dynakrag import prompts
-from dynakrag.actions.chain import asked_for, chain_complete, hop_text, repeats_a_given_name
+from dynakrag.actions.chain import (
+    asked_for,
+    chain_complete,
+    hop_text,
+    rejected_answers,
+    repeats_a_given_name,
+)
 from dynakrag.actions.chain_answer import chain_answer, chain_passages, is_bridge_chain
 from dynakrag.actions.common import Resources, action_update, evidence_window
 from dynakrag.actions.compress_answer_evidence import answer_passages
@@ -130,7 +136,7 @@ def _earlier_hop_answered(answer: str, hops: list[Hop]) -> int | None:
     if not is_bridge_chain(hops):
         return None
     wanted = normalised(answer)
-    if any(normalised(why.split(":", 1)[0]) == wanted for why in hops[-1]["rejected"]):
+    if any(normalised(turned_down) == wanted for turned_down in rejected_answers(hops[-1])):
         return None  # the last hop found the same answer too: a plan that asked it twice
     for number, hop in enumerate(hops[:-1], start=1):
         if hop["status"] == "resolved" and normalised(hop["answer"] or "") == wanted:
