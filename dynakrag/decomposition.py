@@ -337,7 +337,14 @@ CLASS_NOUNS: dict[str, frozenset[str]] = {
 PERSON_NOUNS = frozenset(
     "person man woman people founder author writer director actor actress singer player "
     "coach composer painter artist inventor creator owner leader president ceo manager "
-    "husband wife son daughter father mother brother sister spouse producer".split()
+    "husband wife son daughter father mother brother sister spouse producer star musician "
+    "politician rapper comedian poet novelist playwright screenwriter journalist scientist "
+    "footballer athlete wrestler boxer dancer host presenter king queen prince princess "
+    "emperor general minister senator governor mayor judge lawyer architect designer "
+    "photographer filmmaker vocalist guitarist drummer pianist conductor professor "
+    "child grandson granddaughter grandfather grandmother uncle aunt nephew niece cousin "
+    "chairman chancellor monarch ruler pope bishop explorer economist philosopher "
+    "entrepreneur businessman businesswoman engineer".split()
 )
 """Nouns that name a person by a relation ("the founder of X")."""
 _CLASS_HEADS = frozenset().union(*CLASS_NOUNS.values())
@@ -407,7 +414,7 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
         for _ in range(4):  # at most four cuts per sub-question
             if not joins_facts(text):
                 break
-            possessive = _POSSESSIVE_CHAIN.search(text)
+            possessive = _POSSESSIVE_CHAIN.search(text) or _possessive_fact(text)
             if possessive is not None:  # "Ada's mother's spouse": the mother first
                 owner, noun = possessive.group(1), possessive.group(2)
                 asks = "Who" if noun.split()[-1] in PERSON_NOUNS else "What"
@@ -508,12 +515,34 @@ _POSSESSIVE_CHAIN = re.compile(rf"(#\d+|\b{_NAME})['’]s\s+([a-z]+(?:\s+[a-z]+)
 """Two chained possessives ("Ada Voss's mother's spouse"): the first is a fact of its own."""
 
 
+_POSSESSIVE_THING = re.compile(rf"(#\d+|\b{_NAME})['’]s\s+([a-z]+)\b(?!['’])")
+_ASKS_THE_POSSESSIVE = re.compile(r"^\s*(?:what|who|which)\s+(?:is|was|are|were)\s+$", re.I)
+
+
+def _possessive_fact(text: str) -> re.Match[str] | None:
+    """A thing named by its relation to a name inside another relation ("What products does
+    Bordan Tkachuk's company provide?", "When was #1's wife born?"): a fact of its own. Not
+    the thing the question asks for ("Who is Ada's father?"), and not one named beside it
+    ("Ada's band Zeta")."""
+    for found in _POSSESSIVE_THING.finditer(text):
+        noun, after = found.group(2), text[found.end() :]
+        if noun not in RELATION_NOUNS and noun not in _CLASS_HEADS:
+            continue
+        if re.match(r"\s+[A-Z]", after):
+            continue
+        if _ASKS_THE_POSSESSIVE.match(text[: found.start()]) and not after.strip(" ?.!"):
+            continue
+        return found
+    return None
+
+
 def joins_facts(sub_question: str) -> bool:
     """Whether a sub-question asks two facts at once: it describes a thing by another fact
     instead of naming it ("Who founded the company where Ada works?"), or chains two "the X
-    of" phrases ("the birth city of the founder of ...")."""
+    of" phrases ("the birth city of the founder of ..."), or names it by a possessive inside
+    another relation ("What products does Ada's company make?")."""
     lowered = sub_question.lower()
-    if _POSSESSIVE_CHAIN.search(sub_question):
+    if _POSSESSIVE_CHAIN.search(sub_question) or _possessive_fact(sub_question):
         return True
     if _DESCRIBED.search(lowered) or _CHAINED_OF.search(sub_question):
         return True

@@ -69,7 +69,7 @@ class SubQuestion(TypedDict):
 
 
 HopKind = Literal["person", "organisation", "place", "date", "number", "yes/no", "text"]
-"""The kind of answer a hop expects (:func:`dynakrag.actions.chain.expected_kind`)."""
+"""The kind of answer a hop expects (:func:`dynakrag.actions.answer_kind.expected_kind`)."""
 HopStatus = Literal["open", "resolved", "failed"]
 
 

@@ -58,6 +58,7 @@ __all__ = [
     "ValueRecord",
     "compare_values",
     "comparison_asked",
+    "date_as_asked",
     "date_mentions",
     "dates_in",
     "first_number",
@@ -209,6 +210,24 @@ def parse_date(text: str) -> DateKey | None:
             continue  # a day or a count, not a year
         years.add(-int(digits) if era.startswith("B") else int(digits))
     return (years.pop(), 0, 0) if len(years) == 1 else None
+
+
+def date_as_asked(answer: str, stated_in: str, asked_noun: str) -> str:
+    """A date answer at the precision the question asks for: the year alone when it asks for a
+    year ("born in which year": "June 25, 1887" -> "1887"), else, for a bare year, the one
+    fuller date the stating sentence writes for that year ("When was he born?": "1949" ->
+    "April 1, 1949"). Anything else, a date it cannot parse included, is ``answer`` unchanged."""
+    key = parse_date(answer)
+    if key is None or key[0] == 0:
+        return answer
+    if asked_noun == "year":
+        return answer if not key[1] else (f"{-key[0]} BC" if key[0] < 0 else str(key[0]))
+    if asked_noun not in ("", "date", "day") or key[1]:
+        return answer
+    fuller = [m for m in date_mentions(stated_in) if m.key[0] == key[0] and m.key[1]]
+    if len({m.key for m in fuller}) != 1:
+        return answer  # no fuller date, or several for that year: which one is not known
+    return stated_in[fuller[0].start : fuller[0].end]
 
 
 def _date_order(a: DateKey, b: DateKey) -> int | None:

@@ -31,7 +31,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.grounding import is_yes_no, normalised, question_entities
+from dynakrag.actions.answer_kind import KIND_OF_CLASS, expected_kind
+from dynakrag.actions.grounding import (
+    AbstentionVerdict,
+    abstention_before_answer,
+    is_yes_no,
+    normalised,
+    question_entities,
+)
 from dynakrag.actions.statements import (
     Statement,
     about,
@@ -45,22 +52,18 @@ from dynakrag.actions.statements import (
     whole_name,
 )
 from dynakrag.decomposition import (
-    PERSON_NOUNS,
     REFERENCE,
     entity_class,
     resolve_references,
 )
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
-from dynakrag.state import Document, Hop, HopKind, SubQuestion
+from dynakrag.state import Document, Hop, SubQuestion
 
 __all__ = [
     "MAX_HOP_PASSAGES",
     "SEARCHES_PER_HOP",
-    "answers_what_is_asked",
-    "asked_for",
     "chain_complete",
     "chain_failed",
-    "expected_kind",
     "hop_entities",
     "hop_text",
     "hop_to_close",
@@ -83,84 +86,6 @@ MAX_HOP_PASSAGES = 4
 SEARCHES_PER_HOP = 2
 """Searches one hop of a longer chain may take (its own query, then one rewritten retry), plus
 one per entity it is extended through (see :func:`searches_left`)."""
-
-_KIND_OF_CLASS: dict[str, HopKind] = {
-    "settlement": "place",
-    "country": "place",
-    "region": "place",
-    "water": "place",
-    "landform": "place",
-    "organisation": "organisation",
-    "school": "organisation",
-    "group": "organisation",
-}
-_DATE_NOUNS = frozenset("year date day month decade century".split())
-_NUMBER_NOUNS = frozenset(
-    "number amount population age count percentage percent share proportion rate total sum "
-    "capacity size".split()
-)
-_AUXILIARIES = frozenset(
-    "is are was were do does did has have had can could will would should shall may might".split()
-)
-_ASKED_NOUN = re.compile(
-    r"\b(?:which|what|whose)\s+(?:(?:one|kind|type|sort)\s+of\s+)?([a-z]+)|\bname\s+the\s+([a-z]+)",
-    re.IGNORECASE,
-)
-_DESCRIBED_NOUN = re.compile(
-    r"\b(?:what|which|who)\s+(?:is|was|are|were)\s+(?:the\s+|its\s+|their\s+)?"
-    r"(?:[a-z]+\s+){0,2}?([a-z]+)\s+(?:of|for|in|at|where|that|which|who|whom)\b"
-)
-_PLACE_NOUNS = frozenset(
-    "headquarters birthplace location seat base address residence whereabouts".split()
-)
-
-
-_QUESTION_WORDS: tuple[tuple[str, HopKind], ...] = (
-    (r"\bhow (?:many|much|old|long|far|tall|high|big)\b", "number"),
-    (r"\bwhen\b", "date"),
-    (r"\bwho(?:m|se)?\b", "person"),
-    (r"\bwhere\b", "place"),
-)
-
-
-def expected_kind(question: str) -> tuple[HopKind, str]:
-    """The kind of answer ``question`` asks for and the noun it names for it ("" when none).
-
-    From its question word ("who" a person, "when" a date, "how many" a number, "where" a
-    place, an auxiliary first a yes/no) and the noun after "which"/"what"/"name the"
-    ("In which country" a place, "Which company" an organisation).
-    """
-    text = question.strip()
-    lowered = text.lower()
-    first = lowered.split()[0] if lowered.split() else ""
-    described = _DESCRIBED_NOUN.search(lowered)
-    match = _ASKED_NOUN.search(text)
-    if described:  # "What is the birth city of X?": the noun before "of"
-        noun = described.group(1)
-    else:
-        noun = next((group.lower() for group in match.groups() if group), "") if match else ""
-    if noun in _PLACE_NOUNS:
-        return "place", ""
-    if noun in _DATE_NOUNS:
-        return "date", noun
-    if noun in _NUMBER_NOUNS:
-        return "number", noun
-    cls = entity_class(noun) if noun else None
-    if cls is not None:
-        return _KIND_OF_CLASS[cls], noun
-    if noun in PERSON_NOUNS:
-        return "person", noun
-    # The first question word asks ("Who managed the club when Beckham joined?": a person).
-    asked = [
-        (found.start(), kind)
-        for pattern, kind in _QUESTION_WORDS
-        if (found := re.search(pattern, lowered)) and not (kind == "person" and noun)
-    ]
-    if asked:
-        return min(asked)[1], ""
-    if first in _AUXILIARIES:
-        return "yes/no", ""
-    return "text", noun
 
 
 def plan_hops(sub_questions: Sequence[str]) -> list[Hop]:
@@ -208,6 +133,20 @@ def next_open_hop(hops: Sequence[Hop]) -> int | None:
 def chain_complete(hops: Sequence[Hop]) -> bool:
     """Every hop resolved (and there is a plan)."""
     return bool(hops) and all(hop["status"] == "resolved" for hop in hops)
+
+
+def evidence_verdict(
+    question: str, evidence: Sequence[Mapping[str, Any]], hops: Sequence[Hop]
+) -> AbstentionVerdict | None:
+    """:func:`~dynakrag.actions.grounding.abstention_before_answer` for a run with or without
+    a chain: a chain judges coverage by its hops, not by the share of the question's words,
+    and a complete one is not undone by a one-word side condition no passage mentions."""
+    return abstention_before_answer(
+        question,
+        evidence,
+        coverage=not hops,
+        complete_chain=bool(hops) and chain_complete(hops),
+    )
 
 
 def chain_failed(hops: Sequence[Hop]) -> bool:
@@ -291,29 +230,6 @@ def _offers_choice(text: str) -> bool:
     over a sentence that only names the person (a guess); measured on a reworded held-out
     world, allowing it turned an abstention into a wrong answer."""
     return " or " in f" {text.lower()} "
-
-
-def asked_for(question: str) -> tuple[HopKind, str]:
-    """The kind and noun the question asks for, read from its last sentence (the asked part of
-    "X works for a firm. Which river runs through that city?")."""
-    asked = sentences(question.strip())[-1:] or [question]
-    return expected_kind(asked[0])
-
-
-def answers_what_is_asked(question: str, hop: Hop) -> bool:
-    """Whether the last hop asks for what the question asks for: the same entity class when
-    both name one ("Which river ..." and "Which river flows through #3?"), else the same kind
-    when both expect a person, place, organisation, date or number. The question's asked part
-    is its last sentence ("X works for a firm. Which river runs through that city?")."""
-    kind, noun = asked_for(question)
-    wanted = entity_class(noun) if noun else None
-    found = entity_class(hop["type_noun"]) if hop["type_noun"] else None
-    if wanted is not None and found is not None:
-        return wanted == found
-    if kind == "text" and noun and hop["expects"] in ("date", "number"):
-        return False  # "which war ...?" is not answered by a count of its casualties
-    specific = ("person", "place", "organisation", "date", "number")
-    return not (kind in specific and hop["expects"] in specific and kind != hop["expects"])
 
 
 _ASKS_A_NAME = re.compile(r"\bnames?\b|\bcalled\b", re.IGNORECASE)
@@ -421,7 +337,7 @@ def _other_class(label: str, hop: Hop) -> bool:
     if wanted is not None:
         return found != wanted
     return hop["expects"] in ("person", "place", "organisation", "date", "number") and (
-        _KIND_OF_CLASS[found] != hop["expects"]
+        KIND_OF_CLASS[found] != hop["expects"]
     )
 
 
@@ -614,7 +530,7 @@ def _place_to_go_through(
         for sentence in sentences(str(doc.get("text", ""))):
             for noun, name in labelled_names(sentence):
                 cls = entity_class(noun)
-                if cls is None or cls == wanted or _KIND_OF_CLASS[cls] != "place":
+                if cls is None or cls == wanted or KIND_OF_CLASS[cls] != "place":
                     continue
                 if normalised(name) not in known:
                     found.setdefault(normalised(name), Statement(str(doc["id"]), sentence))

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from dynakrag.actions.chain import answers_what_is_asked, chain_complete, hop_entities
+from dynakrag.actions.answer_kind import answers_what_is_asked, asked_for
+from dynakrag.actions.chain import chain_complete, hop_entities
 from dynakrag.decomposition import REFERENCE, leads_to_last
 from dynakrag.state import Hop
 from dynakrag.values import (
@@ -15,6 +16,7 @@ from dynakrag.values import (
     Ordering,
     compare_values,
     comparison_asked,
+    date_as_asked,
 )
 
 __all__ = ["chain_answer", "chain_passages", "comparison_answer", "is_bridge_chain"]
@@ -73,9 +75,14 @@ def chain_answer(question: str, hops: Sequence[Hop]) -> tuple[str, str] | None:
         return None
     if is_bridge_chain(hops):
         # A plan that stops short of what is asked (a person for "which river") is no answer.
-        if not answers_what_is_asked(question, hops[-1]):
+        last = hops[-1]
+        if not answers_what_is_asked(question, last):
             return None
-        return str(hops[-1]["answer"]), "chain"
+        answer = str(last["answer"])
+        if last["expects"] == "date":
+            # The hop's own wording may have lost it: "born in which year" -> "When was #1 born?"
+            answer = date_as_asked(answer, last["sentence"] or "", asked_for(question)[1])
+        return answer, "chain"
     compared = comparison_answer(question, hops)
     if compared is not None:
         return compared[0], "comparison"

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dynakrag.actions.chain import hop_text
+from dynakrag.actions.chain import evidence_verdict, hop_text
 from dynakrag.actions.chain_answer import chain_passages
 from dynakrag.actions.common import Resources, action_update
-from dynakrag.actions.grounding import EVIDENCE_VERDICT, abstention_before_answer
+from dynakrag.actions.grounding import EVIDENCE_VERDICT
 from dynakrag.actions.statements import about
 from dynakrag.actions.sufficiency_check import is_grounded
 from dynakrag.actions.text import content_words, looks_like_value, question_names
@@ -188,10 +188,8 @@ def compress_answer_evidence(state: State, resources: Resources, cfg: Configurat
     if cfg.abstain:
         # The answer reads the kept passages, but whether the evidence covers the question is
         # judged on all of it: a passage naming the question's subject may be dropped here. A
-        # chain judges coverage by its hops, not by the share of the question's words.
-        verdict = abstention_before_answer(
-            state["question"], evidence, coverage=not state.get("hops")
-        )
+        # chain judges coverage by its hops (chain.evidence_verdict).
+        verdict = evidence_verdict(state["question"], evidence, state.get("hops") or [])
         details[EVIDENCE_VERDICT] = verdict.record() if verdict is not None else None
     return action_update(
         state,

@@ -176,9 +176,10 @@ def has_answerable_content(question: str) -> bool:
 
 
 def question_entities(question: str) -> list[str]:
-    """What the question names: quoted spans, runs of capitalised words after its first word
-    (leaving out stop-words: "Wer", "The"), and numbers of two or more digits. In order of
-    appearance, without repeats."""
+    """What the question names: quoted spans, runs of capitalised words (leaving out
+    stop-words: "Wer", "The"; the first word only where a name goes on from it, "Bordan
+    Tkachuk was ...", or it is written as one, "Handi-Snacks are ..."), and numbers of two or
+    more digits. In order of appearance, without repeats."""
     found: list[str] = []
     for match in _QUOTED.finditer(question):
         found.append(next(group for group in match.groups() if group))
@@ -191,14 +192,22 @@ def question_entities(question: str) -> list[str]:
             found.append(" ".join(run))
             run.clear()
 
+    def opens_with_a_name(word: str) -> bool:
+        # Every question's first word is capitalised; it starts a name only when the name goes
+        # on ("Bordan Tkachuk was ...") or is written as one ("Handi-Snacks are ...").
+        following = words[1].strip(_WORD_EDGES) if len(words) > 1 else ""
+        return any(ch.isupper() for ch in word[1:]) or (
+            following[:1].isupper() and _fold(following) not in _STOP_WORDS
+        )
+
     def capitalised(position: int) -> bool:
         word = words[position].strip(_WORD_EDGES)
         return (
-            position > 0
-            and bool(word)
+            bool(word)
             and word[0].isupper()
             and _CAPITALISED_WORD.match(word) is not None
             and _fold(word) not in _STOP_WORDS
+            and (position > 0 or opens_with_a_name(word))
         )
 
     for position, raw in enumerate(words):
@@ -372,16 +381,25 @@ def verdict_from_record(record: Mapping[str, Any]) -> AbstentionVerdict:
 
 
 def abstention_before_answer(
-    question: str, evidence: Sequence[Mapping[str, Any]], *, coverage: bool = True
+    question: str,
+    evidence: Sequence[Mapping[str, Any]],
+    *,
+    coverage: bool = True,
+    complete_chain: bool = False,
 ) -> AbstentionVerdict | None:
     """The reason to abstain before any answer is written (no model call), or None;
     ``coverage=False`` leaves out ``question_not_covered`` (a chain of hops judges coverage by
-    its hops: a paraphrase shares few words with the passages)."""
+    its hops: a paraphrase shares few words with the passages). With ``complete_chain`` (every
+    hop stated by a sentence about its entity), a one-word name no passage mentions is a side
+    condition of the answer ("Which American film director hosted ...", "... served as
+    Minister for Defence"), not a subject the corpus lacks; a longer name still is."""
     if not has_answerable_content(question):
         return _abstain("no_content")
     if not evidence:
         return _abstain("no_evidence")
     missing = missing_entities(question, evidence)
+    if complete_chain:
+        missing = [name for name in missing if len(content_tokens(name)) > 1]
     if missing:
         return _abstain("entities_missing", names=", ".join(missing))
     share = question_coverage(question, evidence) if coverage else 1.0

@@ -11,9 +11,10 @@ passages an answer rests on.
 from __future__ import annotations
 
 from dynakrag import prompts
+from dynakrag.actions.answer_kind import asked_for
 from dynakrag.actions.chain import (
-    asked_for,
     chain_complete,
+    evidence_verdict,
     hop_text,
     rejected_answers,
     repeats_a_given_name,
@@ -25,7 +26,6 @@ from dynakrag.actions.grounding import (
     EVIDENCE_VERDICT,
     AbstentionVerdict,
     abstain,
-    abstention_before_answer,
     check_answer,
     normalised,
     verdict_from_record,
@@ -97,7 +97,7 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> State
         # The reader's answer did not stand either: say where the chain stopped.
         verdict = _chain_abstention(question, hops) or verdict
     if hops and cfg.abstain and not verdict.abstained:
-        passed = _earlier_hop_answered(answer, hops)
+        passed = _earlier_hop_answered(question, answer, hops)
         if passed is not None:
             # The reader stopped at a bridge the chain passes through (the father, not what
             # the father was voted).
@@ -129,18 +129,21 @@ def _chain_verdict(
     return None if stopped is None else ("", stopped)
 
 
-def _earlier_hop_answered(answer: str, hops: list[Hop]) -> int | None:
+def _earlier_hop_answered(question: str, answer: str, hops: list[Hop]) -> int | None:
     """The number of a resolved hop, other than a bridge chain's last, whose answer is
-    ``answer`` (None: none is, the chain is no bridge, or its last hop was given that answer
-    too and turned it down as a repeat)."""
+    ``answer`` (None: none is, the chain is no bridge, its last hop was given that answer too
+    and turned it down as a repeat, or that hop asked for the very thing the question asks
+    for: "... by which equity firm?" planned as "What equity firm owns X?" and a hop after
+    it that the question does not ask)."""
     if not is_bridge_chain(hops):
         return None
     wanted = normalised(answer)
     if any(normalised(turned_down) == wanted for turned_down in rejected_answers(hops[-1])):
         return None  # the last hop found the same answer too: a plan that asked it twice
+    asked_noun = asked_for(question)[1]
     for number, hop in enumerate(hops[:-1], start=1):
         if hop["status"] == "resolved" and normalised(hop["answer"] or "") == wanted:
-            return number
+            return None if asked_noun and hop["type_noun"] == asked_noun else number
     return None
 
 
@@ -188,7 +191,7 @@ def _verdict_before_answer(state: State, evidence: list[Document]) -> Abstention
     if last.get("action") == "compress_answer_evidence" and EVIDENCE_VERDICT in last:
         recorded = last[EVIDENCE_VERDICT]
         return verdict_from_record(recorded) if recorded else None
-    return abstention_before_answer(state["question"], evidence, coverage=not state.get("hops"))
+    return evidence_verdict(state["question"], evidence, state.get("hops") or [])
 
 
 def _read_answer(

@@ -483,3 +483,31 @@ def test_ask_json_carries_the_abstention_and_the_citations(
     state = json.loads(capsys.readouterr().out)
     assert state["abstained"] is False and state["abstain_reason"] == ""
     assert state["answer"] == "Velford" and state["answer_citations"] == ["kestrel"]
+
+
+def test_a_name_may_open_the_question() -> None:
+    assert question_entities("Bordan Tkachuk was the CEO of which company?") == [
+        "Bordan Tkachuk",
+        "CEO",
+    ]
+    assert question_entities("Handi-Snacks are sold by what company?") == ["Handi-Snacks"]
+    # A lone capitalised first word is every question's first word, not a name.
+    assert question_entities("Paris is in which country?") == []
+
+
+def test_a_complete_chain_is_not_undone_by_a_one_word_side_condition() -> None:
+    question = "Which American film director hosted the 18th Spirit Awards in 2002?"
+    evidence = [
+        {
+            "id": "a",
+            "title": "18th Spirit Awards",
+            "text": "The 18th Spirit Awards were hosted by John Waters in 2002.",
+        }
+    ]
+    verdict = abstention_before_answer(question, evidence, coverage=False)
+    assert verdict is not None and verdict.code == "entities_missing"
+    assert abstention_before_answer(question, evidence, coverage=False, complete_chain=True) is None
+    # A name of two words or more that no passage mentions is still missing.
+    longer = "Which Hallmark Entertainment director hosted the 18th Spirit Awards in 2002?"
+    verdict = abstention_before_answer(longer, evidence, coverage=False, complete_chain=True)
+    assert verdict is not None and "Hallmark Entertainment" in verdict.reason

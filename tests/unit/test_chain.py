@@ -9,7 +9,8 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from dynakrag import build_graph, prompts
-from dynakrag.actions.chain import expected_kind, plan_hops, resolve_hops
+from dynakrag.actions.answer_kind import expected_kind
+from dynakrag.actions.chain import plan_hops, resolve_hops
 from dynakrag.actions.chain_answer import chain_answer, comparison_answer
 from dynakrag.actions.statements import find_statement, label_of, whole_name
 from dynakrag.configuration import Configuration

@@ -9,12 +9,12 @@ import json
 import pytest
 from langchain_core.messages import BaseMessage
 
+from dynakrag.actions.answer_kind import answers_what_is_asked, expected_kind
 from dynakrag.actions.chain import (
-    answers_what_is_asked,
-    expected_kind,
     plan_hops,
     repeats_a_given_name,
 )
+from dynakrag.actions.chain_answer import chain_answer
 from dynakrag.actions.frontier import nearness
 from dynakrag.actions.statements import about, find_statement, namesake, sentences
 from dynakrag.decomposition import compared_dates, decompose, refers_ahead
@@ -215,3 +215,45 @@ def test_a_reader_may_answer_a_complete_chain_and_fall_back_on_it(reads: str, an
     # The reader's answer when it stands; else (stated nowhere, a bridge) the chain's.
     assert final["answer"] == answer and not final["abstained"]
     assert final["llm_calls"] > by_chain["llm_calls"]
+
+
+def test_a_chain_ending_in_a_date_answers_at_the_precision_asked() -> None:
+    hops = plan_hops(["Who wrote Three Men on a Horse?", "When was #1 born?"])
+    hops[0].update(status="resolved", answer="George Abbott", sentence="By George Abbott.")
+    born = "George Abbott (born June 25, 1887) was a playwright."
+    hops[1].update(status="resolved", answer="1887", sentence=born)
+    # The hop's wording lost "which year"; the question's own wording decides.
+    asked = "Three Men on a Horse is a play by a playwright born in which year?"
+    assert chain_answer(asked, hops) == ("1887", "chain")
+    assert chain_answer("When was the playwright of Three Men on a Horse born?", hops) == (
+        "June 25, 1887",
+        "chain",
+    )
+
+
+def test_a_reader_may_answer_with_a_hop_that_asked_for_what_the_question_asks() -> None:
+    # The plan asked the question's own thing first ("which robotics company") and then a
+    # hop the question does not ask; the first hop's answer is the answer.
+    question = "Ilsa Marr founded which robotics company?"
+    plan = ["Which robotics company did Ilsa Marr found?", "When did #1 open a branch?"]
+    facts = {"Which robotics company did Ilsa Marr found?": "Selkthorn Robotics"}
+    final = graph_for(hop_responder({question: plan}, facts, reads="Selkthorn Robotics")).invoke(
+        {"question": question}
+    )
+    assert [hop["status"] for hop in final["hops"]] == ["resolved", "failed"]
+    assert not final["abstained"] and final["answer"] == "Selkthorn Robotics"
+
+
+@pytest.mark.parametrize(
+    ("question", "kind", "noun"),
+    [
+        ("An album by which country music star, with the single My Eyes?", "person", "star"),
+        ("Which American film director hosted the awards in 2002?", "person", "director"),
+        ("Maxeda is owned by which American multinational equity firm?", "organisation", "firm"),
+        ("Which company's founder was born in Paris?", "person", "founder"),
+        ("What year did the band form?", "date", "year"),
+        ("In which country was the founder born?", "place", "country"),
+    ],
+)
+def test_the_noun_asked_for_is_the_head_of_its_phrase(question: str, kind: str, noun: str) -> None:
+    assert expected_kind(question) == (kind, noun)

@@ -9,9 +9,11 @@ import pytest
 from dynakrag.decomposition import (
     DOUBLE_QUOTES,
     decompose,
+    joins_facts,
     quoted_mask,
     resolve_references,
     segment_question,
+    split_facts,
     split_query,
 )
 from dynakrag.errors import UserInputError
@@ -72,3 +74,26 @@ def test_resolve_references_fills_known_answers_only() -> None:
     assert resolve_references("Where was #1 born, after #2?", ["Ada", None]) == (
         "Where was Ada born, after #2?"
     )
+
+
+@pytest.mark.parametrize(
+    ("sub_question", "parts"),
+    [
+        (
+            "What products does Bordan Tkachuk's company provide?",
+            ["What is Bordan Tkachuk's company?", "What products does #1 provide?"],
+        ),
+        (
+            "What is the capital of Ada Voss's country?",
+            ["What is Ada Voss's country?", "What is the capital of #1?"],
+        ),
+        ("Who is Ada Voss's father?", ["Who is Ada Voss's father?"]),  # asked itself
+        ("Which album did Ada's band Zeta record?", ["Which album did Ada's band Zeta record?"]),
+        ("What did Ada Voss's dog eat?", ["What did Ada Voss's dog eat?"]),  # no relation noun
+    ],
+)
+def test_a_thing_named_by_a_possessive_inside_a_relation_is_its_own_hop(
+    sub_question: str, parts: list[str]
+) -> None:
+    assert joins_facts(sub_question) == (len(parts) > 1)
+    assert split_facts([sub_question]) == parts

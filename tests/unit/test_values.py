@@ -12,6 +12,7 @@ from dynakrag.values import (
     Ordering,
     compare_values,
     comparison_asked,
+    date_as_asked,
     dates_in,
     parse_date,
     parse_number,
@@ -266,3 +267,22 @@ def test_an_equality_of_dates_compares_the_dates() -> None:
     values = [EntityValue("A", "1930-08-05"), EntityValue("B", "August 5, 1930")]
     result = compare_values("Were A and B born on the same day?", values)
     assert isinstance(result, ComparisonAnswer) and result.answer == "yes"
+
+
+@pytest.mark.parametrize(
+    ("answer", "sentence", "noun", "expected"),
+    [
+        ("1949", "Paul Manafort (born April 1, 1949) is a lawyer.", "", "April 1, 1949"),
+        ("1936", "Hunter Davies (born 7 January 1936) is an author.", "date", "7 January 1936"),
+        ("June 25, 1887", "George Abbott (June 25, 1887 - 1995)", "year", "1887"),
+        ("1887", "He was born in 1887.", "year", "1887"),
+        # Two dates in that year: which one was meant is not known.
+        ("1936", "born 7 January 1936, died 3 March 1936", "", "1936"),
+        ("long ago", "born 7 January 1936", "", "long ago"),
+        ("1936", "born 7 January 1936", "decade", "1936"),
+    ],
+)
+def test_a_date_answer_takes_the_precision_the_question_asks_for(
+    answer: str, sentence: str, noun: str, expected: str
+) -> None:
+    assert date_as_asked(answer, sentence, noun) == expected
