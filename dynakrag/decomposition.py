@@ -23,6 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from dynakrag import prompts
+from dynakrag.entity_classes import CLASS_HEADS, PERSON_NOUNS, RELATION_NOUNS
 from dynakrag.errors import UserInputError
 from dynakrag.llm.client import LLMClient, Usage
 from dynakrag.values import EARLIER, LATER
@@ -34,9 +35,7 @@ __all__ = [
     "PART_EDGES",
     "QUOTES",
     "REFERENCE",
-    "RELATION_NOUNS",
     "decompose",
-    "entity_class",
     "joins_facts",
     "quoted_mask",
     "refers_ahead",
@@ -318,50 +317,6 @@ def _lost_words(question: str, parts: Sequence[str]) -> bool:
 
 # Entity classes by the common nouns that name them: a hop asking for a noun of one class is
 # not answered by an entity a sentence labels with a noun of another.
-CLASS_NOUNS: dict[str, frozenset[str]] = {
-    "settlement": frozenset(
-        "city town village municipality capital hometown birthplace metropolis suburb".split()
-    ),
-    "country": frozenset("country nation kingdom republic".split()),
-    "region": frozenset("state province region county district territory prefecture".split()),
-    "water": frozenset("river stream lake sea ocean bay creek".split()),
-    "landform": frozenset("mountain hill island peninsula valley desert".split()),
-    "organisation": frozenset(
-        "company firm business corporation employer maker manufacturer enterprise brand "
-        "startup label publisher studio agency".split()
-    ),
-    "school": frozenset("university college school academy institute".split()),
-    "group": frozenset("band team club party orchestra choir".split()),
-}
-"""Entity classes by the common nouns that name them ("town" and "city" are one class)."""
-PERSON_NOUNS = frozenset(
-    "person man woman people founder author writer director actor actress singer player "
-    "coach composer painter artist inventor creator owner leader president ceo manager "
-    "husband wife son daughter father mother brother sister spouse producer star musician "
-    "politician rapper comedian poet novelist playwright screenwriter journalist scientist "
-    "footballer athlete wrestler boxer dancer host presenter king queen prince princess "
-    "emperor general minister senator governor mayor judge lawyer architect designer "
-    "photographer filmmaker vocalist guitarist drummer pianist conductor professor "
-    "child grandson granddaughter grandfather grandmother uncle aunt nephew niece cousin "
-    "chairman chancellor monarch ruler pope bishop explorer economist philosopher "
-    "entrepreneur businessman businesswoman engineer".split()
-)
-"""Nouns that name a person by a relation ("the founder of X")."""
-_CLASS_HEADS = frozenset().union(*CLASS_NOUNS.values())
-RELATION_NOUNS = PERSON_NOUNS | frozenset(
-    "employer maker manufacturer publisher developer distributor operator parent".split()
-)
-"""Nouns that name a person or an organisation by its relation to another ("the employer of
-X", "the maker of Y"): "the <noun> of X" inside another relation is a fact of its own."""
-
-
-def entity_class(noun: str) -> str | None:
-    """The entity class a common noun names ("town" -> "settlement", "cities" too), None when
-    it names none of :data:`CLASS_NOUNS`."""
-    word = noun.lower()
-    singular = word[:-1] if word.endswith("s") and word[:-1] in _CLASS_HEADS else word
-    return next((name for name, nouns in CLASS_NOUNS.items() if singular in nouns), None)
-
 
 _DESCRIBED = re.compile(r"\b(?:the|a|an)\s+[a-z]+\s+(?:where|that|which|who|whom|whose)\s+\w")
 _CHAINED_OF = re.compile(r"\b[Tt]he\s+(?:[a-z]+\s+){1,2}of\s+the\s+(?:[a-z]+\s+){1,2}of\s")
@@ -508,7 +463,7 @@ def _cuttable_of(text: str, phrase: re.Match[str]) -> bool:
     if _ASKS_THE_OF.match(text) and phrase.start() == _ASKS_THE_OF.match(text).end() - 4:
         return False  # "Who is the founder of X?" asks that fact itself
     words = phrase.group(1).split()
-    return words[-1] in RELATION_NOUNS or (len(words) == 2 and words[-1] in _CLASS_HEADS)
+    return words[-1] in RELATION_NOUNS or (len(words) == 2 and words[-1] in CLASS_HEADS)
 
 
 _POSSESSIVE_CHAIN = re.compile(rf"(#\d+|\b{_NAME})['’]s\s+([a-z]+(?:\s+[a-z]+)?)(?=['’]s\s)")
@@ -526,7 +481,7 @@ def _possessive_fact(text: str) -> re.Match[str] | None:
     ("Ada's band Zeta")."""
     for found in _POSSESSIVE_THING.finditer(text):
         noun, after = found.group(2), text[found.end() :]
-        if noun not in RELATION_NOUNS and noun not in _CLASS_HEADS:
+        if noun not in RELATION_NOUNS and noun not in CLASS_HEADS:
             continue
         if re.match(r"\s+[A-Z]", after):
             continue

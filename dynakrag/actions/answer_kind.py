@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from dynakrag.actions.statements import sentences
-from dynakrag.decomposition import PERSON_NOUNS, entity_class
+from dynakrag.entity_classes import PERSON_NOUNS, entity_class
 from dynakrag.state import Hop, HopKind
 
 __all__ = ["KIND_OF_CLASS", "answers_what_is_asked", "asked_for", "expected_kind"]

@@ -51,11 +51,8 @@ from dynakrag.actions.statements import (
     sentences,
     whole_name,
 )
-from dynakrag.decomposition import (
-    REFERENCE,
-    entity_class,
-    resolve_references,
-)
+from dynakrag.decomposition import REFERENCE, resolve_references
+from dynakrag.entity_classes import entity_class
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.state import Document, Hop, SubQuestion
 

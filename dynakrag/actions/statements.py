@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import sentencex
 
 from dynakrag.actions.grounding import is_yes_no, normalised, statement_of
-from dynakrag.decomposition import CLASS_NOUNS
+from dynakrag.entity_classes import CLASS_NOUNS
 from dynakrag.state import Document, HopKind
 
 __all__ = [
