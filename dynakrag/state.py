@@ -73,6 +73,13 @@ HopKind = Literal["person", "organisation", "place", "date", "number", "yes/no",
 HopStatus = Literal["open", "resolved", "failed"]
 
 
+class Rejection(TypedDict):
+    """An answer a hop's generator gave that did not stand."""
+
+    answer: str
+    why: str
+
+
 class Hop(TypedDict):
     """One single-relation step of the question's chain (:mod:`dynakrag.actions.chain`).
 
@@ -97,7 +104,7 @@ class Hop(TypedDict):
     """Searches made for this hop."""
     asked: list[str]
     """Passage ids the generator was shown for this hop (for its current entity)."""
-    rejected: list[str]
+    rejected: list[Rejection]
     """Answers the generator gave that did not stand, each with why."""
     why: str
     """Why the hop stood, or why it is still open or failed, one line."""

@@ -54,7 +54,7 @@ from dynakrag.actions.statements import (
 from dynakrag.decomposition import REFERENCE, resolve_references
 from dynakrag.entity_classes import entity_class
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
-from dynakrag.state import Document, Hop, SubQuestion
+from dynakrag.state import Document, Hop, Rejection, SubQuestion
 
 __all__ = [
     "MAX_HOP_PASSAGES",
@@ -401,7 +401,7 @@ def resolve_hops(
             continue
         if statement is None:
             if answer is not None:
-                hop["rejected"] = [*hop["rejected"], _rejection(answer, why)]
+                hop["rejected"] = [*hop["rejected"], Rejection(answer=answer, why=why)]
             hop["why"] = why
             closing_usage, again = _close_or_reopen(hops, index, question, evidence, llm, log)
             usage += closing_usage
@@ -418,14 +418,9 @@ def resolve_hops(
     return hops, usage, log
 
 
-def _rejection(answer: str, why: str) -> str:
-    """A hop's ``rejected`` entry: the answer turned down and why ("X: why")."""
-    return f"{answer}: {why}"
-
-
 def rejected_answers(hop: Hop) -> list[str]:
     """The answers hop ``hop`` turned down (its ``rejected`` entries, less the why)."""
-    return [entry.split(":", 1)[0] for entry in hop["rejected"]]
+    return [entry["answer"] for entry in hop["rejected"]]
 
 
 def _name_that_stands(
@@ -500,7 +495,10 @@ def _reopen_source(
         answer=whole_name(answer or "", statement.sentence),
         passage=statement.passage,
         sentence=statement.sentence,
-        rejected=[*source["rejected"], _rejection(old, f"hop {index + 1} found nothing about it")],
+        rejected=[
+            *source["rejected"],
+            Rejection(answer=old, why=f"hop {index + 1} found nothing about it"),
+        ],
         why=f"stated (reopened: hop {index + 1} found nothing about {old})",
     )
     failed.update(status="open", queries=[], asked=[], via=[], via_sentences=[], why="")
