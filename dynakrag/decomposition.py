@@ -26,7 +26,7 @@ from dynakrag import prompts
 from dynakrag.entity_classes import CLASS_HEADS, PERSON_NOUNS, RELATION_NOUNS
 from dynakrag.errors import UserInputError
 from dynakrag.llm.client import LLMClient, Usage
-from dynakrag.values import EARLIER, LATER
+from dynakrag.values import EARLIER, LATER, Ordering, comparison_asked
 
 __all__ = [
     "CONJUNCTIONS",
@@ -37,6 +37,7 @@ __all__ = [
     "REFERENCE",
     "decompose",
     "joins_facts",
+    "offered_options",
     "quoted_mask",
     "refers_ahead",
     "resolve_references",
@@ -206,6 +207,13 @@ def decompose(
         return [question], usage
     if split_joined and len(parts) < 2 and (dated := compared_dates(question)):
         return dated, usage  # the model kept "who is older, A or B?" as one question
+    options = offered_options(question) if split_joined else None
+    ordered = options is not None and isinstance(comparison_asked(question), Ordering)
+    if options and ordered and not _options_apart(parts, options):
+        # An ordering of the options whose plan does not look each one up on its own ("Which
+        # band has more members?", the options dropped) is not answered by one hop's
+        # sentence: each option's passage is looked up, and the reader orders them.
+        return [f"What is {option}?" for option in options], usage
     if split_joined:
         parts = split_facts(parts)
         by_rule = split_facts([question])
@@ -255,6 +263,33 @@ def compared_dates(question: str) -> list[str] | None:
     if first.lower() == second.lower():
         return None
     return [f"When was {first} {action}?", f"When was {second} {action}?"]
+
+
+_OPTIONS = re.compile(
+    r"(?:,\s*|\b(?:older|younger|earlier|later|first|last|elder)\s+)"
+    r"((?:the\s+)?[A-Z0-9][^,?]*?),?\s+or\s+((?:the\s+)?[A-Z0-9][^?]*?)\s*[?.!]*\s*$"
+)
+
+
+def offered_options(question: str) -> tuple[str, str] | None:
+    """The two names a question offers to choose from: ", A or B?" at its end, "older A or
+    B?" with no comma, or "Between A and B, ..."; None when it offers none."""
+    found = _BETWEEN.search(question) or _OPTIONS.search(question.strip())
+    if found is None:
+        return None
+    first, second = (part.strip().strip("\"'“”") for part in found.groups())
+    if not first or not second or first.lower() == second.lower():
+        return None
+    return first, second
+
+
+def _options_apart(parts: Sequence[str], options: Sequence[str]) -> bool:
+    """Whether every option is in some part of a plan, and no part holds two."""
+    folded = [part.lower() for part in parts]
+    wanted = [option.lower() for option in options]
+    return all(any(o in part for part in folded) for o in wanted) and not any(
+        sum(o in part for o in wanted) > 1 for part in folded
+    )
 
 
 def refers_ahead(sub_questions: Sequence[str]) -> bool:

@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import re
 
+from dynakrag.actions.grounding import is_yes_no, normalised
 from dynakrag.actions.statements import sentences
+from dynakrag.decomposition import offered_options
 from dynakrag.entity_classes import PERSON_NOUNS, entity_class
 from dynakrag.state import Hop, HopKind
 
-__all__ = ["KIND_OF_CLASS", "answers_what_is_asked", "asked_for", "expected_kind"]
+__all__ = [
+    "KIND_OF_CLASS",
+    "answers_what_is_asked",
+    "asked_for",
+    "expected_kind",
+    "is_an_option",
+    "not_an_option",
+]
 
 _POSSESSIVE = re.compile(r"['’]s?$")
 
@@ -153,3 +162,36 @@ def answers_what_is_asked(question: str, hop: Hop) -> bool:
         return False  # "which war ...?" is not answered by a count of its casualties
     specific = ("person", "place", "organisation", "date", "number")
     return not (kind in specific and hop["expects"] in specific and kind != hop["expects"])
+
+
+def is_an_option(answer: str, question: str) -> bool:
+    """Whether ``answer`` is one of the two things ``question`` offers to choose from
+    (:func:`~dynakrag.decomposition.offered_options`): the same words, or all of one's words
+    in the other ("Otto Ludwig Preminger" for "Otto Preminger"; initials aside), matching one
+    option only."""
+    options = offered_options(question)
+    words = _name_words(answer)
+    if options is None or not words:
+        return False
+    matching = [
+        option
+        for option in options
+        if (wanted := _name_words(option)) and (wanted <= words or words <= wanted)
+    ]
+    return len(matching) == 1
+
+
+def _name_words(text: str) -> set[str]:
+    """A name's words less its initials ("Joseph L. Mankiewicz" = "Joseph Leo Mankiewicz")."""
+    return {word for word in normalised(text).split() if len(word) > 1}
+
+
+def not_an_option(answer: str, question: str) -> bool:
+    """Whether ``answer`` fails a question that offers two things to choose from: it names
+    neither (a third entity, a value). A yes/no question offering a choice ("Is A or B
+    older?") and a question offering none fail nothing."""
+    if offered_options(question) is None or is_yes_no(answer):
+        return False
+    if asked_for(question)[0] == "yes/no":
+        return False
+    return not is_an_option(answer, question)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from dynakrag.actions.answer_kind import answers_what_is_asked, asked_for
+from dynakrag.actions.answer_kind import answers_what_is_asked, asked_for, not_an_option
 from dynakrag.actions.chain import chain_complete, hop_entities
 from dynakrag.decomposition import REFERENCE, leads_to_last
 from dynakrag.state import Hop
@@ -82,6 +82,8 @@ def chain_answer(question: str, hops: Sequence[Hop]) -> tuple[str, str] | None:
         if last["expects"] == "date":
             # The hop's own wording may have lost it: "born in which year" -> "When was #1 born?"
             answer = date_as_asked(answer, last["sentence"] or "", asked_for(question)[1])
+        if not_an_option(answer, question):
+            return None  # "..., A or B?" answered by a third thing: the reader chooses
         return answer, "chain"
     compared = comparison_answer(question, hops)
     if compared is not None:

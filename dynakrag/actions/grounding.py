@@ -95,6 +95,7 @@ REASONS: dict[str, str] = {
     "answers_an_earlier_hop": "the answer {answer!r} is where the chain's hop {hop} led, not "
     "what the question asks",
     "ungrounded_answer": "the answer {answer!r} is not stated in the passages",
+    "not_an_option": "the answer {answer!r} is neither of the two the question offers",
 }
 """Abstention codes and the sentence each becomes (``abstain_reason``)."""
 

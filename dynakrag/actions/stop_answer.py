@@ -11,7 +11,7 @@ passages an answer rests on.
 from __future__ import annotations
 
 from dynakrag import prompts
-from dynakrag.actions.answer_kind import asked_for
+from dynakrag.actions.answer_kind import asked_for, is_an_option, not_an_option
 from dynakrag.actions.chain import (
     chain_complete,
     evidence_verdict,
@@ -93,6 +93,8 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> State
     ):
         # The reader named the question's own subject, as a chain's hop may not either.
         verdict = abstain("repeats_the_question", answer=answer)
+    if hops and cfg.abstain and not verdict.abstained and not_an_option(answer, question):
+        verdict = abstain("not_an_option", answer=answer)
     if verdict.abstained and hops and cfg.abstain:
         # The reader's answer did not stand either: say where the chain stopped.
         verdict = _chain_abstention(question, hops) or verdict
@@ -140,6 +142,8 @@ def _earlier_hop_answered(question: str, answer: str, hops: list[Hop]) -> int | 
     wanted = normalised(answer)
     if any(normalised(turned_down) == wanted for turned_down in rejected_answers(hops[-1])):
         return None  # the last hop found the same answer too: a plan that asked it twice
+    if is_an_option(answer, question):
+        return None  # "..., A or B?": a hop that found one of the two found the answer
     asked_noun = asked_for(question)[1]
     for number, hop in enumerate(hops[:-1], start=1):
         if hop["status"] == "resolved" and normalised(hop["answer"] or "") == wanted:
@@ -169,9 +173,10 @@ def _has_foothold(question: str, hops: list[Hop], state: State) -> bool:
 def _chain_abstention(question: str, hops: list[Hop]) -> AbstentionVerdict | None:
     """Why a chain gives no answer: the first hop no passage stated, or, complete, a last hop
     that asks for something other than the question (None: a complete chain the reader
-    composes from, a yes/no or an aggregation)."""
+    composes from, a yes/no, an aggregation, or a choice its last hop answered with neither
+    of the two)."""
     if chain_complete(hops):
-        if is_bridge_chain(hops):
+        if is_bridge_chain(hops) and not not_an_option(str(hops[-1]["answer"]), question):
             asked = asked_for(question)
             return abstain(
                 "chain_off_target", found=hops[-1]["expects"], asked=asked[1] or asked[0]

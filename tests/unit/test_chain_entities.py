@@ -9,7 +9,7 @@ import json
 import pytest
 from langchain_core.messages import BaseMessage
 
-from dynakrag.actions.answer_kind import answers_what_is_asked, expected_kind
+from dynakrag.actions.answer_kind import answers_what_is_asked, expected_kind, not_an_option
 from dynakrag.actions.chain import (
     plan_hops,
     repeats_a_given_name,
@@ -17,7 +17,7 @@ from dynakrag.actions.chain import (
 from dynakrag.actions.chain_answer import chain_answer
 from dynakrag.actions.frontier import nearness
 from dynakrag.actions.statements import about, find_statement, namesake, sentences
-from dynakrag.decomposition import compared_dates, decompose, refers_ahead
+from dynakrag.decomposition import compared_dates, decompose, offered_options, refers_ahead
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
@@ -257,3 +257,57 @@ def test_a_reader_may_answer_with_a_hop_that_asked_for_what_the_question_asks() 
 )
 def test_the_noun_asked_for_is_the_head_of_its_phrase(question: str, kind: str, noun: str) -> None:
     assert expected_kind(question) == (kind, noun)
+
+
+@pytest.mark.parametrize(
+    ("question", "options"),
+    [
+        (
+            "Who won more awards,  Joseph L. Mankiewicz or Tony Kaye?",
+            ("Joseph L. Mankiewicz", "Tony Kaye"),
+        ),
+        (
+            "Which group has the most members, DC Talk, or Manchester Orchestra?",
+            ("DC Talk", "Manchester Orchestra"),
+        ),
+        ("who is younger Keith Bostic or Jerry Glanville ?", ("Keith Bostic", "Jerry Glanville")),
+        ("Between Ilsa Marr and Tom Reyl, who is older?", ("Ilsa Marr", "Tom Reyl")),
+        ("Were Ilsa Marr and Tom Reyl born in the same city?", None),
+        ("What did she eat, apples or pears?", None),  # not written as names
+    ],
+)
+def test_the_two_things_a_question_offers(question: str, options: tuple[str, str] | None) -> None:
+    assert offered_options(question) == options
+
+
+def test_an_answer_to_a_choice_is_one_of_the_two() -> None:
+    question = "Who won more awards, Joseph L. Mankiewicz or Tony Kaye?"
+    assert not not_an_option("Joseph Leo Mankiewicz", question)  # initials aside
+    assert not not_an_option("Tony Kaye", question)
+    assert not_an_option("Cyrtandra", question)
+    assert not not_an_option("Cyrtandra", "Which genus has the most species?")  # no choice
+
+
+def test_an_ordering_whose_plan_dropped_its_options_looks_each_one_up() -> None:
+    question = "Which company has more employees, Selkthorn Robotics or Selkmoor Appliances?"
+    dropped = ["Which company has more employees?"]
+
+    def respond(messages: list[BaseMessage]) -> str:
+        return json.dumps({"sub_questions": dropped})
+
+    parts, _ = decompose(question, LLMClient(ScriptedChatModel(respond=respond)), split_joined=True)
+    assert parts == ["What is Selkthorn Robotics?", "What is Selkmoor Appliances?"]
+
+
+@pytest.mark.parametrize(("reads", "answer"), [("Ilsa Marr", "Ilsa Marr"), ("Ada Voss", "")])
+def test_a_choice_answered_by_a_third_name_does_not_stand(reads: str, answer: str) -> None:
+    question = "Who founded a robotics company, Ilsa Marr or Tom Reyl?"
+    plan = ["Who founded a robotics company?"]
+    facts = {"Who founded a robotics company?": "Ada Voss"}  # no passage states it
+    final = graph_for(hop_responder({question: plan}, facts, reads=reads)).invoke(
+        {"question": question}
+    )
+    assert final["answer"] == answer
+    assert final["abstained"] == (answer == "")
+    if not answer:
+        assert "neither of the two" in final["abstain_reason"]
