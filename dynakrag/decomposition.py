@@ -212,8 +212,9 @@ def decompose(
     if options and ordered and not _options_apart(parts, options):
         # An ordering of the options whose plan does not look each one up on its own ("Which
         # band has more members?", the options dropped) is not answered by one hop's
-        # sentence: each option's passage is looked up, and the reader orders them.
-        return [f"What is {option}?" for option in options], usage
+        # sentence: a date of each ("formed first") is compared, else each option's passage
+        # is looked up and the reader orders them.
+        return compared_dates(question) or [f"What is {option}?" for option in options], usage
     if split_joined:
         parts = split_facts(parts)
         by_rule = split_facts([question])

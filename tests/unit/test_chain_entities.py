@@ -295,8 +295,15 @@ def test_an_ordering_whose_plan_dropped_its_options_looks_each_one_up() -> None:
     def respond(messages: list[BaseMessage]) -> str:
         return json.dumps({"sub_questions": dropped})
 
-    parts, _ = decompose(question, LLMClient(ScriptedChatModel(respond=respond)), split_joined=True)
+    model = LLMClient(ScriptedChatModel(respond=respond))
+    parts, _ = decompose(question, model, split_joined=True)
     assert parts == ["What is Selkthorn Robotics?", "What is Selkmoor Appliances?"]
+    # An ordering in time compares a date of each.
+    dated = "Which company was founded first, Selkthorn Robotics or Selkmoor Appliances?"
+    assert decompose(dated, model, split_joined=True)[0] == [
+        "When was Selkthorn Robotics founded?",
+        "When was Selkmoor Appliances founded?",
+    ]
 
 
 @pytest.mark.parametrize(("reads", "answer"), [("Ilsa Marr", "Ilsa Marr"), ("Ada Voss", "")])
