@@ -23,10 +23,11 @@ import re
 from collections.abc import Mapping, Sequence
 
 from dynakrag import prompts
+from dynakrag.choices import NAME, compared_dates, offered_options, options_apart
 from dynakrag.entity_classes import CLASS_HEADS, PERSON_NOUNS, RELATION_NOUNS
 from dynakrag.errors import UserInputError
 from dynakrag.llm.client import LLMClient, Usage
-from dynakrag.values import EARLIER, LATER, Ordering, comparison_asked
+from dynakrag.values import Ordering, comparison_asked
 
 __all__ = [
     "CONJUNCTIONS",
@@ -37,7 +38,6 @@ __all__ = [
     "REFERENCE",
     "decompose",
     "joins_facts",
-    "offered_options",
     "quoted_mask",
     "refers_ahead",
     "resolve_references",
@@ -179,7 +179,6 @@ def segment_question(question: str) -> list[str]:
 MAX_SUB_QUESTIONS = 5
 REFERENCE = re.compile(r"#(\d+)")
 """``#k`` in a sub-question stands for the answer of sub-question k (1-based)."""
-_NAME = r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|in|on|for|to|de|a|an)\s+)*[A-Z0-9][\w'’-]*)*"
 """A proper name: capitalised words, with the lower-case words titles keep inside them ("A
 Treatise Concerning the Principles of Human Knowledge", "Gone With the Wind")."""
 
@@ -209,7 +208,7 @@ def decompose(
         return dated, usage  # the model kept "who is older, A or B?" as one question
     options = offered_options(question) if split_joined else None
     ordered = options is not None and isinstance(comparison_asked(question), Ordering)
-    if options and ordered and not _options_apart(parts, options):
+    if options and ordered and not options_apart(parts, options):
         # An ordering of the options whose plan does not look each one up on its own ("Which
         # band has more members?", the options dropped) is not answered by one hop's
         # sentence: a date of each ("formed first") is compared, else each option's passage
@@ -228,69 +227,6 @@ def decompose(
         ):
             parts = by_rule
     return (parts[:MAX_SUB_QUESTIONS] or [question]), usage
-
-
-_BETWEEN = re.compile(rf"\b[Bb]etween\s+(?:the\s+)?({_NAME})\s+and\s+(?:the\s+)?({_NAME})")
-_EITHER = re.compile(
-    rf"(?:,\s*|\b(?:older|younger|earlier|later|first|last|elder),?\s+)(?:the\s+)?({_NAME}),?\s+or\s+"
-    rf"(?:the\s+)?({_NAME})\s*[?.!]*\s*$"
-)
-"""", A or B?" at the end, or "older A or B?" with no comma ("who is younger Keith Bostic or
-Jerry Glanville ?")."""
-_DATE_VERB = re.compile(
-    r"\b(born|founded|established|formed|released|published|built|opened|created|launched|"
-    r"died|started)\b",
-    re.IGNORECASE,
-)
-_AGE = re.compile(r"\b(?:older|oldest|younger|youngest|elder)\b", re.IGNORECASE)
-
-
-def compared_dates(question: str) -> list[str] | None:
-    """One date question per named thing, for a question that sets two names side by side
-    by when something happened to them ("Between A and B, who is older?", "Which was founded
-    first, A or B?"): the verb is the question's own, "born" for a person's age ("who ...
-    older"); None when the question is no such comparison."""
-    pair = _BETWEEN.search(question) or _EITHER.search(question)
-    if pair is None or not (EARLIER.search(question) or LATER.search(question)):
-        return None
-    verb = _DATE_VERB.search(question)
-    if verb is not None:
-        action = verb.group(1).lower()
-    elif _AGE.search(question) and re.search(r"\bwho\b", question, re.IGNORECASE):
-        action = "born"
-    else:
-        return None
-    first, second = pair.group(1), pair.group(2)
-    if first.lower() == second.lower():
-        return None
-    return [f"When was {first} {action}?", f"When was {second} {action}?"]
-
-
-_OPTIONS = re.compile(
-    r"(?:,\s*|\b(?:older|younger|earlier|later|first|last|elder)\s+)"
-    r"((?:the\s+)?[A-Z0-9][^,?]*?),?\s+or\s+((?:the\s+)?[A-Z0-9][^?]*?)\s*[?.!]*\s*$"
-)
-
-
-def offered_options(question: str) -> tuple[str, str] | None:
-    """The two names a question offers to choose from: ", A or B?" at its end, "older A or
-    B?" with no comma, or "Between A and B, ..."; None when it offers none."""
-    found = _BETWEEN.search(question) or _OPTIONS.search(question.strip())
-    if found is None:
-        return None
-    first, second = (part.strip().strip("\"'“”") for part in found.groups())
-    if not first or not second or first.lower() == second.lower():
-        return None
-    return first, second
-
-
-def _options_apart(parts: Sequence[str], options: Sequence[str]) -> bool:
-    """Whether every option is in some part of a plan, and no part holds two."""
-    folded = [part.lower() for part in parts]
-    wanted = [option.lower() for option in options]
-    return all(any(o in part for part in folded) for o in wanted) and not any(
-        sum(o in part for o in wanted) > 1 for part in folded
-    )
 
 
 def refers_ahead(sub_questions: Sequence[str]) -> bool:
@@ -366,7 +302,7 @@ _RELATIVE = re.compile(
 )
 """A thing described by a clause that ends the question (where a clause stops inside a
 question, "... where Ada works born?", is not told by a rule)."""
-_LAST_OF = re.compile(rf"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(?:the\s+)?(#\d+|{_NAME})")
+_LAST_OF = re.compile(rf"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(?:the\s+)?(#\d+|{NAME})")
 _ASKED_FIRST = re.compile(
     r"^\s*(?:(?:please\s+)?(?:name|give|list|identify|tell\s+me)|(?:what|which|who)\s+"
     r"(?:is|was|are|were))\s*$",
@@ -502,11 +438,11 @@ def _cuttable_of(text: str, phrase: re.Match[str]) -> bool:
     return words[-1] in RELATION_NOUNS or (len(words) == 2 and words[-1] in CLASS_HEADS)
 
 
-_POSSESSIVE_CHAIN = re.compile(rf"(#\d+|\b{_NAME})['’]s\s+([a-z]+(?:\s+[a-z]+)?)(?=['’]s\s)")
+_POSSESSIVE_CHAIN = re.compile(rf"(#\d+|\b{NAME})['’]s\s+([a-z]+(?:\s+[a-z]+)?)(?=['’]s\s)")
 """Two chained possessives ("Ada Voss's mother's spouse"): the first is a fact of its own."""
 
 
-_POSSESSIVE_THING = re.compile(rf"(#\d+|\b{_NAME})['’]s\s+([a-z]+)\b(?!['’])")
+_POSSESSIVE_THING = re.compile(rf"(#\d+|\b{NAME})['’]s\s+([a-z]+)\b(?!['’])")
 _ASKS_THE_POSSESSIVE = re.compile(r"^\s*(?:what|who|which)\s+(?:is|was|are|were)\s+$", re.I)
 
 
@@ -557,8 +493,8 @@ _ASKS_DESCRIBED = re.compile(
     r"^\s*(?:(?:what|who|which)\s+(?:is|was|are|were)|name|give|list)\s+(?:the|a|an)\s",
     re.IGNORECASE,
 )
-_POSSESSIVE_NAME = re.compile(r"\w['’]s\b|s['’](?=\s)")
-_NAME_SPAN = re.compile(_NAME)
+_POSSESSIVENAME = re.compile(r"\w['’]s\b|s['’](?=\s)")
+_NAME_SPAN = re.compile(NAME)
 _SENTENCE_END = re.compile(r"[.!?]\s+\S")
 
 
@@ -573,7 +509,7 @@ def one_fact(question: str) -> bool:
     text = question.strip()
     if not _OPENS_WITH_WH.match(text) or _SENTENCE_END.search(text) or not _one_chain(text):
         return False
-    if compared_dates(text) or _POSSESSIVE_NAME.search(text) or _COMPOSED_RELATION.search(text):
+    if compared_dates(text) or _POSSESSIVENAME.search(text) or _COMPOSED_RELATION.search(text):
         return False
     if len(_CLAUSE_WORD.findall(text)) > 1:
         return False  # a clause word besides the question's own describes another thing

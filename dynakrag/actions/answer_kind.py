@@ -14,7 +14,7 @@ import re
 
 from dynakrag.actions.grounding import is_yes_no, normalised
 from dynakrag.actions.statements import sentences
-from dynakrag.decomposition import offered_options
+from dynakrag.choices import offered_options
 from dynakrag.entity_classes import PERSON_NOUNS, entity_class
 from dynakrag.state import Hop, HopKind
 
@@ -166,7 +166,7 @@ def answers_what_is_asked(question: str, hop: Hop) -> bool:
 
 def is_an_option(answer: str, question: str) -> bool:
     """Whether ``answer`` is one of the two things ``question`` offers to choose from
-    (:func:`~dynakrag.decomposition.offered_options`): the same words, or all of one's words
+    (:func:`~dynakrag.choices.offered_options`): the same words, or all of one's words
     in the other ("Otto Ludwig Preminger" for "Otto Preminger"; initials aside), matching one
     option only."""
     options = offered_options(question)

@@ -13,9 +13,9 @@ from dynakrag.actions.answer_kind import expected_kind
 from dynakrag.actions.chain import plan_hops, resolve_hops
 from dynakrag.actions.chain_answer import chain_answer, comparison_answer
 from dynakrag.actions.statements import find_statement, label_of, whole_name
+from dynakrag.choices import compared_dates
 from dynakrag.configuration import Configuration
 from dynakrag.decomposition import (
-    compared_dates,
     decompose,
     joins_facts,
     one_fact,

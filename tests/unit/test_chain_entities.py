@@ -17,7 +17,8 @@ from dynakrag.actions.chain import (
 from dynakrag.actions.chain_answer import chain_answer
 from dynakrag.actions.frontier import nearness
 from dynakrag.actions.statements import about, find_statement, namesake, sentences
-from dynakrag.decomposition import compared_dates, decompose, offered_options, refers_ahead
+from dynakrag.choices import compared_dates, offered_options
+from dynakrag.decomposition import decompose, refers_ahead
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
@@ -152,6 +153,10 @@ def test_two_names_compared_with_no_comma_get_a_date_hop_each() -> None:
     assert compared_dates("who is younger Ilsa Marr or Tom Reyl ?") == [
         "When was Ilsa Marr born?",
         "When was Tom Reyl born?",
+    ]
+    assert compared_dates("Which album came out first, Blue Harbor or Night Train?") == [
+        "When was Blue Harbor released?",
+        "When was Night Train released?",
     ]
 
 

@@ -1,0 +1,80 @@
+"""Questions that set two named things side by side: the two names a question offers to
+choose from ("Which band has more members, A or B?"), and one date question per name for a
+comparison in time ("Who was born earlier, A or B?" -> "When was A born?", "When was B
+born?"). The decomposition plans such questions by them (:mod:`dynakrag.decomposition`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from dynakrag.values import EARLIER, LATER
+
+__all__ = ["NAME", "compared_dates", "offered_options", "options_apart"]
+
+NAME = r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|in|on|for|to|de|a|an)\s+)*[A-Z0-9][\w'’-]*)*"
+"""A name as written in a question: capitalised words, with the small words titles hold."""
+
+_BETWEEN = re.compile(rf"\b[Bb]etween\s+(?:the\s+)?({NAME})\s+and\s+(?:the\s+)?({NAME})")
+_EITHER = re.compile(
+    rf"(?:,\s*|\b(?:older|younger|earlier|later|first|last|elder),?\s+)(?:the\s+)?({NAME}),?\s+or\s+"
+    rf"(?:the\s+)?({NAME})\s*[?.!]*\s*$"
+)
+"""", A or B?" at the end, or "older A or B?" with no comma ("who is younger Keith Bostic or
+Jerry Glanville ?")."""
+_DATE_VERB = re.compile(
+    r"\b(born|founded|established|formed|released|published|built|opened|created|launched|"
+    r"died|started|came out)\b",
+    re.IGNORECASE,
+)
+_PARTICIPLE_OF = {"came out": "released"}  # "When was X came out?" reads "When was X released?"
+_AGE = re.compile(r"\b(?:older|oldest|younger|youngest|elder)\b", re.IGNORECASE)
+
+
+def compared_dates(question: str) -> list[str] | None:
+    """One date question per named thing, for a question that sets two names side by side
+    by when something happened to them ("Between A and B, who is older?", "Which was founded
+    first, A or B?"): the verb is the question's own, "born" for a person's age ("who ...
+    older"); None when the question is no such comparison."""
+    pair = _BETWEEN.search(question) or _EITHER.search(question)
+    if pair is None or not (EARLIER.search(question) or LATER.search(question)):
+        return None
+    verb = _DATE_VERB.search(question)
+    if verb is not None:
+        action = verb.group(1).lower()
+        action = _PARTICIPLE_OF.get(action, action)
+    elif _AGE.search(question) and re.search(r"\bwho\b", question, re.IGNORECASE):
+        action = "born"
+    else:
+        return None
+    first, second = pair.group(1), pair.group(2)
+    if first.lower() == second.lower():
+        return None
+    return [f"When was {first} {action}?", f"When was {second} {action}?"]
+
+
+_OPTIONS = re.compile(
+    r"(?:,\s*|\b(?:older|younger|earlier|later|first|last|elder)\s+)"
+    r"((?:the\s+)?[A-Z0-9][^,?]*?),?\s+or\s+((?:the\s+)?[A-Z0-9][^?]*?)\s*[?.!]*\s*$"
+)
+
+
+def offered_options(question: str) -> tuple[str, str] | None:
+    """The two names a question offers to choose from: ", A or B?" at its end, "older A or
+    B?" with no comma, or "Between A and B, ..."; None when it offers none."""
+    found = _BETWEEN.search(question) or _OPTIONS.search(question.strip())
+    if found is None:
+        return None
+    first, second = (part.strip().strip("\"'“”") for part in found.groups())
+    if not first or not second or first.lower() == second.lower():
+        return None
+    return first, second
+
+
+def options_apart(parts: Sequence[str], options: Sequence[str]) -> bool:
+    """Whether every option is in some part of a plan, and no part holds two."""
+    folded = [part.lower() for part in parts]
+    wanted = [option.lower() for option in options]
+    return all(any(o in part for part in folded) for o in wanted) and not any(
+        sum(o in part for o in wanted) > 1 for part in folded
+    )
