@@ -39,6 +39,7 @@ KIND_OF_CLASS: dict[str, HopKind] = {
     "school": "organisation",
     "group": "organisation",
 }
+"""The kind of answer each entity class is (:data:`dynakrag.entity_classes.CLASS_NOUNS`)."""
 _DATE_NOUNS = frozenset("year date day month decade century".split())
 _NUMBER_NOUNS = frozenset(
     "number amount population age count percentage percent share proportion rate total sum "
