@@ -20,6 +20,7 @@ from dynakrag.state import Hop, HopKind
 
 __all__ = [
     "KIND_OF_CLASS",
+    "POSSESSIVE",
     "answers_what_is_asked",
     "asked_for",
     "expected_kind",
@@ -27,7 +28,8 @@ __all__ = [
     "not_an_option",
 ]
 
-_POSSESSIVE = re.compile(r"['’]s?$")
+POSSESSIVE = re.compile(r"['’]s?$")
+"""A possessive ending ("Ada Voss's", "the Joneses'")."""
 
 KIND_OF_CLASS: dict[str, HopKind] = {
     "settlement": "place",
@@ -97,7 +99,7 @@ def _asked_noun(text: str) -> str:
     start = match.start(1) if match.group(1) else match.start(2)
     phrase: list[str] = []
     for word in _PHRASE_WORD.findall(text[start:])[:4]:
-        bare = _POSSESSIVE.sub("", word).lower()
+        bare = POSSESSIVE.sub("", word).lower()
         if not bare[:1].isalpha() or bare in _PHRASE_ENDS:
             break
         phrase.append(bare)

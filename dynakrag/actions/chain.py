@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.answer_kind import KIND_OF_CLASS, expected_kind
+from dynakrag.actions.answer_kind import KIND_OF_CLASS, POSSESSIVE, expected_kind
 from dynakrag.actions.grounding import (
     AbstentionVerdict,
     abstention_before_answer,
@@ -77,7 +77,6 @@ __all__ = [
     "sub_questions_of",
 ]
 
-_POSSESSIVE = re.compile(r"['’]s?$")
 MAX_HOP_PASSAGES = 4
 """Passages shown to the generator for one hop (those about its entity come first)."""
 SEARCHES_PER_HOP = 2
@@ -160,7 +159,7 @@ def hop_entities(hops: Sequence[Hop], index: int) -> list[str]:
     if hop["via"]:
         return [hop["via"][-1]]
     return [
-        _POSSESSIVE.sub("", entity)  # "Ada Voss's employer" asks about Ada Voss
+        POSSESSIVE.sub("", entity)  # "Ada Voss's employer" asks about Ada Voss
         for entity in question_entities(hop_text(hops, index))
         if not entity.replace(",", "").isdigit()
     ]
@@ -273,7 +272,7 @@ def _ask(
     )
     value = reply.answer if reply is not None else None
     # "the Democratic Party's": the name, not the possessive the sentence put it in.
-    answer = "" if value is None else _POSSESSIVE.sub("", value.strip().rstrip("."))
+    answer = "" if value is None else POSSESSIVE.sub("", value.strip().rstrip("."))
     if (
         not answer
         or answer.upper().startswith(prompts.UNKNOWN)
