@@ -402,3 +402,35 @@ def local_dask_workers() -> list[int]:
         if parent == os.getpid() and b"spawn_main" in command:
             workers.append(int(stat.parent.name))
     return sorted(workers)
+
+
+def socket_owner(port: int, pids: Sequence[int]) -> int | None:
+    """Which of ``pids`` holds the loopback TCP socket bound to local ``port`` (a client's end
+    of a connection), read from ``/proc``; None when none does (any more)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for row in Path(table).read_text().splitlines()[1:]:
+                fields = row.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return pid
+    return None
+
+
+def worker_mid_request(in_flight: Callable[[], set[int]], timeout_s: float = 10.0) -> int:
+    """The pid of a local Dask worker waiting on a model reply right now (so mid-question):
+    polls the fake model's open requests until one belongs to a worker."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        workers = local_dask_workers()
+        for port in in_flight():
+            if (pid := socket_owner(port, workers)) is not None:
+                return pid
+        time.sleep(0.002)
+    raise AssertionError(f"no Dask worker was waiting on the model within {timeout_s} s")

@@ -291,6 +291,7 @@ class FakeOpenAI(ThreadingHTTPServer):
         self.error_headers = dict(error_headers or {})
         self.lock = threading.Lock()
         self.requests = 0
+        self.in_flight: set[int] = set()  # client ports of the requests being answered
         self.outcomes: list[str] = []
         self.prompts: list[list[str]] = []
         self.stop_event = threading.Event()
@@ -298,6 +299,11 @@ class FakeOpenAI(ThreadingHTTPServer):
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def open_requests(self) -> set[int]:
+        """The client ports of the requests being answered now."""
+        with self.lock:
+            return set(self.in_flight)
 
     def next_fault(self) -> str:
         with self.lock:
@@ -312,6 +318,16 @@ class _ChatHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
+        port = self.client_address[1]
+        with self.server.lock:
+            self.server.in_flight.add(port)
+        try:
+            self._answer()
+        finally:
+            with self.server.lock:
+                self.server.in_flight.discard(port)
+
+    def _answer(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(length) or b"{}")
         if self.path.rstrip("/") != "/v1/chat/completions":

@@ -35,9 +35,9 @@ from tests.reliability.scale_faults import (
     collect_argv,
     compare_records,
     journalled_questions,
-    local_dask_workers,
     logged,
     reference_records,
+    worker_mid_request,
 )
 from tests.reliability.support import FakeOpenAI, clean_env, no_proxy, serving
 
@@ -163,8 +163,8 @@ def test_eval_on_workers_survives_a_killed_worker(
         reference_requests = fake.requests
         killed: list[int] = []
 
-        def kill_a_worker() -> None:
-            killed.append(local_dask_workers()[0])
+        def kill_a_worker() -> None:  # one waiting on a reply: surely mid-question
+            killed.append(worker_mid_request(fake.open_requests))
             os.kill(killed[0], signal.SIGKILL)
 
         injector = Injector(lambda: journalled_questions(journal_path(out)), 1, kill_a_worker)
