@@ -302,7 +302,10 @@ def _judge(
     if is_yes_no(answer):
         if hop["expects"] != "yes/no":
             return None, f"{answer!r} does not answer a {hop['expects']} question", None
-        found = docs[0] if docs else None
+        # A yes/no stands on a passage about the hop's entity: one that only names it in
+        # passing (a crewmate's page) does not describe it.
+        names = hop_entities(hops, index)
+        found = next((d for d in docs if not names or any(about(d, n) for n in names)), None)
         if found is None:
             return None, "no passage about the hop's entity", None
         return Statement(str(found.get("id", "")), ""), "yes/no over its entity's passages", None

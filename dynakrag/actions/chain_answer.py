@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 
 from dynakrag.actions.answer_kind import answers_what_is_asked, asked_for, not_an_option
 from dynakrag.actions.chain import chain_complete, hop_entities
+from dynakrag.actions.statements import mentions
+from dynakrag.choices import offered_options
 from dynakrag.decomposition import REFERENCE, leads_to_last
 from dynakrag.state import Hop
 from dynakrag.values import (
@@ -55,9 +57,13 @@ def comparison_answer(question: str, hops: Sequence[Hop]) -> tuple[str, list[Hop
         return None
     if not isinstance(asked, Ordering):
         return None
+    options = offered_options(question) or []
     values = []
     for i in leaves:
-        names = [e for e in hop_entities(list(hops), i) if not e.isdigit()]
+        # The option the hop asks about, as the question words it: a name read off the hop
+        # loses words a title keeps ("No Path Through Fire", "Samson And His Mighty Challenge").
+        named = sorted((o for o in options if mentions(hops[i]["question"], o)), key=len)[::-1]
+        names = named or [e for e in hop_entities(list(hops), i) if not e.isdigit()]
         if not names:
             return None
         values.append(EntityValue(names[0], hops[i]["answer"] or "", hops[i]["passage"]))

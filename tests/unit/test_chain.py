@@ -295,6 +295,19 @@ def test_a_comparison_is_computed_from_the_parsed_values() -> None:
 
 
 @pytest.mark.parametrize(
+    "title",
+    ["No Path Through Fire", "Boundaries Of The Heart", "Yohan: The Child Wanderer", "Bright Leaf"],
+)
+def test_a_computed_choice_is_the_option_as_the_question_words_it(title: str) -> None:
+    # A name read off the hop loses the title's function words ("Boundaries", "Heart").
+    question = f"Which film came out earlier, {title} or Leaf?"
+    hops = plan_hops([f"When was {title} released?", "When was Leaf released?"])
+    for hop, year in zip(hops, ["1950", "1968"], strict=True):
+        hop.update(status="resolved", answer=year)
+    assert chain_answer(question, hops) == (title, "comparison")
+
+
+@pytest.mark.parametrize(
     ("first", "second"),
     [("May 1, 1950", "1 May 1950"), ("1955", "March 3, 1955")],  # a tie; an undecided order
 )
@@ -592,3 +605,17 @@ def test_a_hop_answered_with_a_sentence_takes_the_one_name_in_it_that_stands() -
     final = graph_for(ScriptedChatModel(respond=respond)).invoke({"question": question})
     assert final["answer"] == "Prynvale"
     assert final["hops"][0]["passage"] == "p-ilsa"
+
+
+def test_a_yes_no_hop_stands_only_on_a_passage_about_its_entity() -> None:
+    hops = plan_hops(["Was Ilsa Marr an entrepreneur?"])
+    hops[0]["queries"] = ["Was Ilsa Marr an entrepreneur?"]  # searched: every naming passage shown
+    crewmate = {"id": "p-tom", "title": "Tom Reyl", "text": "Tom Reyl is an entrepreneur. "
+                "Tom Reyl once worked with Ilsa Marr."}  # fmt: skip
+    own = {"id": "p-ilsa", "title": "Ilsa Marr", "text": PASSAGES[3].text}
+    model = LLMClient(ScriptedChatModel(respond=lambda _: json.dumps({"answer": "yes"})))
+    # A passage that names her in passing does not describe her: the hop is not answered.
+    passing, _, _ = resolve_hops(hops, "Was Ilsa Marr an entrepreneur?", [crewmate], model)
+    assert passing[0]["status"] != "resolved"
+    resolved, _, _ = resolve_hops(hops, "Was Ilsa Marr an entrepreneur?", [crewmate, own], model)
+    assert resolved[0]["status"] == "resolved" and resolved[0]["passage"] == "p-ilsa"
