@@ -264,9 +264,11 @@ def _ask(
     passages: Sequence[Document],
     facts: Sequence[str],
     ruled_out: Sequence[str] = (),
+    *,
+    yes_no: bool = False,
 ) -> tuple[str | None, Usage]:
     reply, usage = llm.structured(
-        prompts.hop_messages(text, passages, facts, ruled_out),
+        prompts.hop_messages(text, passages, facts, ruled_out, yes_no=yes_no),
         prompts.AnswerReply,
         max_tokens=prompts.HOP_MAX_TOKENS,
     )
@@ -368,7 +370,9 @@ def resolve_hops(
             break
         hop["asked"] = [*hop["asked"], *(d["id"] for d in fresh)]
         text = hop_text(hops, index)
-        answer, call_usage = _ask(llm, text, docs, hop["via_sentences"])
+        answer, call_usage = _ask(
+            llm, text, docs, hop["via_sentences"], yes_no=hop["expects"] == "yes/no"
+        )
         usage += call_usage
         entry: dict[str, Any] = {"hop": index + 1, "question": text, "answer": answer}
         log.append(entry)
@@ -481,7 +485,9 @@ def _reopen_source(
     ruled_out = [old, *rejected_answers(source)]
     text = hop_text(hops, source_index)
     docs = passages_for(hops, source_index, evidence)
-    answer, usage = _ask(llm, text, docs, source["via_sentences"], ruled_out)
+    answer, usage = _ask(
+        llm, text, docs, source["via_sentences"], ruled_out, yes_no=source["expects"] == "yes/no"
+    )
     entry: dict[str, Any] = {"hop": source_index + 1, "question": text, "answer": answer}
     statement, why = None, "the passages state no other answer"
     if answer is not None and normalised(answer) in {normalised(r) for r in ruled_out}:

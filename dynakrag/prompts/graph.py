@@ -105,6 +105,14 @@ HOP_TASK = (
     '{"answer": "..."} with the shortest answer (a name, date, number, place or yes/no) as a '
     'passage states it, or {"answer": "UNKNOWN"} when no passage states it. Do not guess.'
 )
+# A yes/no hop ("Is Sutera a type of shrub?"): the passage about the entity rarely says "no" in
+# so many words; it says what the entity is instead (a genus of flowering plants).
+HOP_YES_NO_TASK = (
+    "Answer the yes/no question below using only the passages above. Reply with JSON only: "
+    '{"answer": "yes"} when a passage states it; {"answer": "no"} when a passage states '
+    "something that rules it out (another kind of thing, another nationality, place, date or "
+    'number); {"answer": "UNKNOWN"} when no passage says anything about it. Do not guess.'
+)
 HOP_REQUEST_END = "Answer JSON:"
 HOP_FACTS_TITLE = "found so far"
 HOP_RULED_OUT = "These answers proved wrong; give another or UNKNOWN:"
@@ -141,10 +149,12 @@ def hop_messages(
     passages: Sequence[dict[str, Any]],
     found: Sequence[str] = (),
     ruled_out: Sequence[str] = (),
+    *,
+    yes_no: bool = False,
 ) -> list[tuple[str, str]]:
     """Ask one hop's question over its passages; ``found`` are sentences the hop already went
     through (given as one more passage block); ``ruled_out`` are answers that proved wrong (a
-    later hop found nothing about them)."""
+    later hop found nothing about them); ``yes_no``: the hop asks yes or no."""
     blocks = list(passages)
     if found:
         blocks.append({"title": HOP_FACTS_TITLE, "text": " ".join(found)})
@@ -153,7 +163,8 @@ def hop_messages(
         ("system", ANSWER_SYSTEM),
         (
             "human",
-            f"{format_passages(blocks)}\n\n{HOP_TASK}\n{excluded}Question: {question}\n"
+            f"{format_passages(blocks)}\n\n{HOP_YES_NO_TASK if yes_no else HOP_TASK}\n"
+            f"{excluded}Question: {question}\n"
             f"{HOP_REQUEST_END}",
         ),
     ]

@@ -619,3 +619,20 @@ def test_a_yes_no_hop_stands_only_on_a_passage_about_its_entity() -> None:
     assert passing[0]["status"] != "resolved"
     resolved, _, _ = resolve_hops(hops, "Was Ilsa Marr an entrepreneur?", [crewmate, own], model)
     assert resolved[0]["status"] == "resolved" and resolved[0]["passage"] == "p-ilsa"
+
+
+def test_a_yes_no_hop_is_asked_to_say_no_when_its_passage_rules_it_out() -> None:
+    asked: list[str] = []
+
+    def respond(messages: list[BaseMessage]) -> str:
+        asked.append(str(messages[-1].content))
+        return json.dumps({"answer": "no"})
+
+    hops = plan_hops(["Was Ilsa Marr a pilot?"])
+    own = {"id": "p-ilsa", "title": "Ilsa Marr", "text": PASSAGES[3].text}
+    model = LLMClient(ScriptedChatModel(respond=respond))
+    resolved, _, _ = resolve_hops(hops, "Was Ilsa Marr a pilot?", [own], model)
+    assert resolved[0]["answer"] == "no" and prompts.HOP_YES_NO_TASK in asked[0]
+    other = plan_hops(["In which city was Ilsa Marr born?"])
+    resolve_hops(other, "In which city was Ilsa Marr born?", [own], model)
+    assert prompts.HOP_TASK in asked[1] and prompts.HOP_YES_NO_TASK not in asked[1]
