@@ -65,6 +65,7 @@ from dynakrag.eval.methods import Method  # noqa: E402
 from dynakrag.eval.methods.base import method_configuration  # noqa: E402
 from dynakrag.eval.methods.dsrag import DsragMethod  # noqa: E402
 from dynakrag.eval.methods.dynakrag import DynakragMethod  # noqa: E402
+from dynakrag.eval.records import check_eval_record  # noqa: E402
 from dynakrag.eval.runner import (  # noqa: E402
     MemoEmbeddings,
     git_commit,
@@ -171,7 +172,7 @@ def run_questions(
             result = run.method.run(example.question, searcher_for(example), llm, run.cfg)
             latency = time.perf_counter() - tick
             record = question_record(example, result, latency, no_answer=run.method.no_answer)
-            yield example, {"key": example.id, **_compact(record)}
+            yield example, {"key": example.id, **_compact(record.to_json())}
 
     def bar(total: int, done_before: int) -> Any:
         desc = f"{run.dataset} {run.variant}"
@@ -193,16 +194,16 @@ def run_questions(
 
 def summary_row(run: Run, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The means of one run, flat, with the answer-quality measure of its dataset."""
-    summary = summarize_records(records)
+    summary = summarize_records([check_eval_record(record) for record in records])
     row: dict[str, Any] = {
         "part": run.part,
         "dataset": run.dataset,
         "variant": run.variant,
-        "n": summary["n"],
-        **{key: summary.get(key) for key in SUMMARY_KEYS},
+        "n": summary.n,
+        **{key: getattr(summary, key) for key in SUMMARY_KEYS},
     }
     metric = {"dsrag-ranking": "anls", "dsrag-comparison": "em"}.get(run.dataset, "f1")
-    row["answer_metric"], row["answer_quality"] = metric, summary.get(metric)
+    row["answer_metric"], row["answer_quality"] = metric, getattr(summary, metric)
     details = [r.get("details") or {} for r in records]
     if run.part == "dsrag":
         row["criteria_per_question"] = _mean(len(d.get("criteria") or []) for d in details)

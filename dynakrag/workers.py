@@ -259,16 +259,27 @@ class _LineJournal:
     The one resume rule: a question is done when its whole line is in the file; anything
     else (a last line a crash or a full disk cut, a question never reached) is redone, and a
     cut line is cut away before the next line is appended, so the file stays JSON Lines. ``done``
-    maps each finished key to its stored value; ``add(key, value)`` appends and flushes one
-    line; ``remove()`` deletes the file once the run's real output is written. Subclasses say
-    how a line looks (:meth:`_line`, :meth:`_entry`) and what heads the file.
+    maps each finished key to its value; ``add(key, value)`` appends and flushes one line;
+    ``remove()`` deletes the file once the run's real output is written. Subclasses say how a
+    line looks (:meth:`_line`, :meth:`_entry`) and what heads the file.
+
+    ``load`` and ``dump`` make the values typed: ``dump(value)`` is what a line stores (JSON
+    safe; default: the value itself) and ``load(stored)`` the value read back into ``done``
+    (default: the stored JSON). A ``load`` that raises ``ValueError`` (such as a pydantic
+    model's ``model_validate``) refuses the line: :class:`UserInputError`, one line naming the
+    file, the line and the problem.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, check: Callable[[Any], object] | None = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        load: Callable[[Any], Any] | None = None,
+        dump: Callable[[Any], Any] | None = None,
     ) -> None:
         self.path = Path(path)
-        self.check = check
+        self.load = load
+        self.dump = dump
         self.done: dict[str, Any] = {}
         self.cut_line = False
         """Whether the file ends in a line a crash or a full disk cut (cut away on the next
@@ -285,8 +296,7 @@ class _LineJournal:
         for number, line in self._body(lines):
             entry = self._entry(_json_line(line), number)
             if entry is not None:
-                self._check(entry[1], number)
-                self.done[entry[0]] = entry[1]
+                self.done[entry[0]] = self._load(entry[1], number)
 
     def _body(self, lines: list[str]) -> list[tuple[int, str]]:
         """``(line number, line)`` of the entries among the file's whole lines."""
@@ -304,24 +314,25 @@ class _LineJournal:
         """The first line of a new file (None: none)."""
         return None
 
-    def _check(self, value: Any, number: int) -> None:
-        if self.check is None:
-            return
+    def _load(self, stored: Any, number: int) -> Any:
+        if self.load is None:
+            return stored
         try:
-            self.check(value)
+            return self.load(stored)
         except ValueError as exc:  # pydantic's ValidationError is one
             raise UserInputError(
                 f"{self.path} line {number}: {one_line(exc)} (delete the journal to start afresh)"
             ) from None
 
     def add(self, key: str, value: Any) -> None:
-        """Record ``key`` as finished with ``value`` (JSON-safe), durably. A write that fails
+        """Record ``key`` as finished with ``value`` (JSON-safe, or made so by ``dump``),
+        durably. A write that fails
         (the disk full) raises :class:`JournalWriteError` and leaves the lines before it
         readable: the cut line is ignored on reading and cut away before the next one."""
         try:
             if self._file is None:
                 self._open()
-            self._write(self._line(key, value))
+            self._write(self._line(key, value if self.dump is None else self.dump(value)))
         except OSError as exc:
             self.close()  # the next add reopens and cuts the cut line away first
             raise JournalWriteError(
@@ -376,8 +387,7 @@ class Journal(_LineJournal):
     :class:`_LineJournal`).
 
     A journal written with other ``settings`` raises :class:`UserInputError`, and so does a
-    whole line whose value ``check`` refuses (it raises ``ValueError``, such as a pydantic
-    model's ``model_validate``): one line naming the file, the line and the problem.
+    whole line whose value ``load`` refuses (see :class:`_LineJournal`).
     """
 
     def __init__(
@@ -385,9 +395,10 @@ class Journal(_LineJournal):
         path: str | os.PathLike[str],
         settings: Mapping[str, Any],
         *,
-        check: Callable[[Any], object] | None = None,
+        load: Callable[[Any], Any] | None = None,
+        dump: Callable[[Any], Any] | None = None,
     ) -> None:
-        super().__init__(path, check=check)
+        super().__init__(path, load=load, dump=dump)
         self.fingerprint = fingerprint(settings)
         self._read()
 
@@ -429,9 +440,10 @@ class RecordJournal(_LineJournal):
         path: str | os.PathLike[str],
         *,
         key_field: str = "id",
-        check: Callable[[Any], object] | None = None,
+        load: Callable[[Any], Any] | None = None,
+        dump: Callable[[Any], Any] | None = None,
     ) -> None:
-        super().__init__(path, check=check)
+        super().__init__(path, load=load, dump=dump)
         self.key_field = key_field
         self._read()
 

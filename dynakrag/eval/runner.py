@@ -31,7 +31,9 @@ Output (also written to ``out`` as JSON, with ``<out>.md`` and ``<out>.png`` bes
     divided by mean retrieval calls (a ratio of the two means, not a mean of per-question
     ratios, so questions with zero calls are well defined; None when no retrieval was made).
     ``questions``: one record per question. ``latency_s`` is the wall time of ``Method.run``;
-    building indexes is not in it (``meta["index_build_s"]``).
+    building indexes is not in it (``meta["index_build_s"]``). In the run the records and the
+    summary are typed (:class:`~dynakrag.eval.records.EvalRecord`,
+    :class:`~dynakrag.eval.records.EvalSummary`); the output holds their JSON form.
 
 Gold evidence is ``QAExample.gold_sets`` (DS-RAG: one group of interchangeable chunks per gold
 sentence); methods never see it, except a gold-aware upper bound (``Method.needs_gold``: the
@@ -61,7 +63,7 @@ from dynakrag.errors import UserInputError
 from dynakrag.eval import metrics
 from dynakrag.eval.methods import Method, MethodResult, get_method
 from dynakrag.eval.methods.base import method_configuration
-from dynakrag.eval.records import check_eval_record
+from dynakrag.eval.records import EvalRecord, EvalSummary, EvidenceItem, check_eval_record
 from dynakrag.eval.workers import run_questions
 from dynakrag.files import write_json
 from dynakrag.llm.cache import SQLiteLLMCache
@@ -86,24 +88,12 @@ SETTINGS: tuple[str, ...] = ("distractor", "open", "gold")
 """distractor: each question's own paragraphs; open: the split's pooled corpus; gold: each
 question's gold paragraphs only (an upper bound for reading, for evaluation only: it is told
 which paragraphs are the support)."""
-SUMMARY_KEYS: tuple[str, ...] = (
-    "support_recall",
-    "em",
-    "f1",
-    "context_precision",
-    "context_recall",
-    "context_f1",
-    "anc",
-    "anls",
-    "retrieval_calls",
-    "llm_calls",
-    "prompt_tokens",
-    "completion_tokens",
-    "latency_s",
-    "abstain_rate",
-)
 DERIVED_KEYS: tuple[str, ...] = ("sr_per_retrieval_call",)
 """Summary entries computed from the means (see the module docstring)."""
+SUMMARY_KEYS: tuple[str, ...] = tuple(
+    key for key in EvalSummary.model_fields if key not in (*DERIVED_KEYS, "n")
+)
+"""The summary's per-question means, in :class:`~dynakrag.eval.records.EvalSummary`'s order."""
 ANSWER_KEYS: frozenset[str] = frozenset({"em", "f1", "anls"})
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -172,8 +162,10 @@ def _open_index_dir(
 
 def question_record(
     example: QAExample, result: MethodResult, latency_s: float, *, no_answer: bool = False
-) -> dict[str, Any]:
-    """One question's output record: what the method did, the gold data and its metrics."""
+) -> EvalRecord:
+    """One question's output record: what the method did, the gold data and its metrics.
+    Every field is set, so its JSON form (:meth:`~dynakrag.eval.records.EvalRecord.to_json`)
+    has every key."""
     evidence_ids = [doc["id"] for doc in result.evidence]
     gold = example.gold_sets
     context = metrics.context_metrics(evidence_ids, gold)
@@ -182,54 +174,56 @@ def question_record(
         if no_answer
         else metrics.answer_metrics(result.prediction, example.answers)
     )
-    return {
-        "id": example.row if example.dataset.startswith("dsrag") else example.id,
-        "question": example.question,
-        "prediction": result.prediction,
-        "gold_answers": list(example.answers),
-        "gold_support": list(example.support),
-        "gold_sets": [sorted(group) for group in gold],
-        "evidence": [
-            {"id": doc["id"], "title": doc.get("title", ""), "text": doc.get("text", "")}
+    return EvalRecord(
+        id=example.row if example.dataset.startswith("dsrag") else example.id,
+        question=example.question,
+        prediction=result.prediction,
+        gold_answers=list(example.answers),
+        gold_support=list(example.support),
+        gold_sets=[sorted(group) for group in gold],
+        evidence=[
+            EvidenceItem(id=doc["id"], title=doc.get("title", ""), text=doc.get("text", ""))
             for doc in result.evidence
         ],
-        "actions": list(result.actions),
-        "retrieval_calls": result.retrieval_calls,
-        "llm_calls": result.llm_calls,
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": result.completion_tokens,
-        "latency_s": round(latency_s, 4),
-        "support_recall": metrics.support_recall(evidence_ids, gold),
-        "context_precision": context["precision"],
-        "context_recall": context["recall"],
-        "context_f1": context["f1"],
-        "num_chunks": len(evidence_ids),
-        "em": answers["em"],
-        "f1": answers["f1"],
-        "anls": answers["anls"],
+        actions=list(result.actions),
+        retrieval_calls=result.retrieval_calls,
+        llm_calls=result.llm_calls,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        latency_s=round(latency_s, 4),
+        support_recall=metrics.support_recall(evidence_ids, gold),
+        context_precision=context["precision"],
+        context_recall=context["recall"],
+        context_f1=context["f1"],
+        num_chunks=len(evidence_ids),
+        em=answers["em"],
+        f1=answers["f1"],
+        anls=answers["anls"],
         # An abstention is scored as the empty answer it is (its prediction is "").
-        "abstained": None if no_answer else result.abstained,
-        "abstain_reason": "" if no_answer else result.abstain_reason,
-        "answer_citations": list(result.answer_citations),
-        "details": result.details,
-    }
+        abstained=None if no_answer else result.abstained,
+        abstain_reason="" if no_answer else result.abstain_reason,
+        answer_citations=list(result.answer_citations),
+        details=result.details,
+    )
 
 
-def summarize_records(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summarize_records(records: Sequence[EvalRecord]) -> EvalSummary:
     """Per-question averages of :data:`SUMMARY_KEYS` (``anc`` = mean ``num_chunks``,
     ``abstain_rate`` = mean ``abstained``); a key
     with no numeric value (answer metrics under ``no_answer``) is None. Adds ``n`` and
     ``sr_per_retrieval_call`` = mean SR / mean retrieval calls (None without retrievals)."""
-    summary: dict[str, Any] = {}
+    means: dict[str, float | None] = {}
     sources = {"anc": "num_chunks", "abstain_rate": "abstained"}
     for key in SUMMARY_KEYS:
         source = sources.get(key, key)
-        values = [r[source] for r in records if isinstance(r.get(source), int | float)]
-        summary[key] = sum(values) / len(values) if values else None
-    recall, calls = summary["support_recall"], summary["retrieval_calls"]
-    summary["sr_per_retrieval_call"] = recall / calls if recall is not None and calls else None
-    summary["n"] = len(records)
-    return summary
+        values = [v for r in records if isinstance(v := getattr(r, source), int | float)]
+        means[key] = sum(values) / len(values) if values else None
+    recall, calls = means["support_recall"], means["retrieval_calls"]
+    return EvalSummary(
+        **means,
+        sr_per_retrieval_call=recall / calls if recall is not None and calls else None,
+        n=len(records),
+    )
 
 
 def _git(*args: str) -> str | None:
@@ -286,7 +280,8 @@ def evaluate(
     scheduler: str | None = None,
     question_ids: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Run ``method`` on the first ``limit`` questions of ``dataset``/``split`` and score it.
+    """Run ``method`` on the first ``limit`` questions of ``dataset``/``split`` and score it:
+    the result (see the module docstring) as it is written to ``out``, in its JSON form.
 
     ``question_ids`` keeps only those questions (in the split's order; an unknown id is an
     error); the open setting still searches the whole split's pooled corpus.
@@ -390,7 +385,7 @@ def evaluate(
             models["embeddings"] = model_name_of(embeddings)  # type: ignore[arg-type]
         else:
             models["embeddings"] = None
-        records: list[dict[str, Any]] = []
+        records: list[EvalRecord] = []
         desc = f"{runner.name} {dataset}/{split} {setting} {retriever}"
         cache_stats: dict[str, Any] = {"enabled": False}
         journal = (
@@ -399,7 +394,8 @@ def evaluate(
                 _journal_settings(
                     runner, cfg, examples, retriever=retriever, seed=seed, no_answer=no_answer
                 ),
-                check=check_eval_record,
+                load=check_eval_record,
+                dump=EvalRecord.to_json,
             )
             if out_path is not None
             else None
@@ -407,7 +403,7 @@ def evaluate(
         if workers is None and scheduler is None:
             build_seconds: list[float] = []
 
-            def answered(todo: list[QAExample]) -> Iterator[tuple[QAExample, dict[str, Any]]]:
+            def answered(todo: list[QAExample]) -> Iterator[tuple[QAExample, EvalRecord]]:
                 for example in todo:
                     record, build_s = answer_question(
                         runner,
@@ -477,7 +473,11 @@ def evaluate(
         "total_s": round(time.perf_counter() - started, 3),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    output = {"meta": meta, "summary": summarize_records(records), "questions": records}
+    output = {
+        "meta": meta,
+        "summary": summarize_records(records).to_json(),
+        "questions": [record.to_json() for record in records],
+    }
     if out_path is not None:
         _write_json(out_path, output)
         if journal is not None:
@@ -500,7 +500,7 @@ def answer_question(
     memo: Embeddings | None,
     seed: int,
     no_answer: bool,
-) -> tuple[dict[str, Any], float]:
+) -> tuple[EvalRecord, float]:
     """One question's record (:func:`question_record`) and the seconds spent building its
     searcher: the open-setting one, else one over the question's own passages."""
     searcher, build_s = open_searcher, 0.0
@@ -544,7 +544,7 @@ def _evaluate_on_workers(
     desc: str,
     corpus: Sequence[Passage] | None,
     **job: Any,
-) -> tuple[list[dict[str, Any]], dict[str, int]]:
+) -> tuple[list[EvalRecord], dict[str, int]]:
     """The question records, answered on Dask workers (``cluster``: ``(workers, scheduler)``);
     finished questions go to ``journal`` as they arrive, so a rerun resumes."""
     from dynakrag.eval.workers import EvalJob, evaluate_on_workers

@@ -33,6 +33,7 @@ from langchain_core.language_models import BaseChatModel
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.eval.methods import Method
+from dynakrag.eval.records import EvalRecord
 from dynakrag.progress import progress_bar
 from dynakrag.retrieval.passage import Passage
 from dynakrag.workers import (
@@ -64,7 +65,7 @@ class EvalJob:
     cfg: Configuration
     retriever: str
     seed: int
-    answer: Callable[..., tuple[dict[str, Any], float]]
+    answer: Callable[..., tuple[EvalRecord, float]]
     """The runner's per-question function (:func:`dynakrag.eval.runner.answer_question`)."""
     memoise: Callable[[Embeddings], Embeddings]
     """The runner's embeddings memo (:class:`dynakrag.eval.runner.MemoEmbeddings`)."""
@@ -122,9 +123,9 @@ class _Resources:
 
 def eval_question(
     example: QAExample, job: EvalJob, corpus: Sequence[Passage] | None = None
-) -> dict[str, Any]:
-    """One question's record on whichever worker runs it (a Dask task), plus its LLM cache
-    hits and misses under ``"_cache"``."""
+) -> tuple[EvalRecord, dict[str, int]]:
+    """One question's record on whichever worker runs it (a Dask task), and its LLM cache
+    hits and misses (``{"hits", "misses"}``: counted, not journalled)."""
     resources: _Resources = worker_cached((job.run_id, "eval"), lambda: _Resources(job, corpus))
     hits, misses = resources.cache_counts()
     record, _ = job.answer(
@@ -139,7 +140,7 @@ def eval_question(
         no_answer=job.no_answer,
     )
     after_hits, after_misses = resources.cache_counts()
-    return {**record, "_cache": {"hits": after_hits - hits, "misses": after_misses - misses}}
+    return record, {"hits": after_hits - hits, "misses": after_misses - misses}
 
 
 def evaluate_on_workers(
@@ -151,16 +152,17 @@ def evaluate_on_workers(
     journal: Journal | None = None,
     progress: bool = True,
     desc: str = "eval",
-) -> tuple[list[dict[str, Any]], dict[str, int]]:
+) -> tuple[list[EvalRecord], dict[str, int]]:
     """The records of ``examples`` in their order, run on ``client``'s workers, and the LLM
     cache hits and misses of the questions run now (not those read from ``journal``)."""
     shared = client.scatter(list(corpus), broadcast=True) if corpus is not None else None
     counts = {"hits": 0, "misses": 0}
 
-    def answered(todo: list[QAExample]) -> Iterator[tuple[QAExample, dict[str, Any]]]:
+    def answered(todo: list[QAExample]) -> Iterator[tuple[QAExample, EvalRecord]]:
         keys = [question_key(example) for example in todo]
-        for example, record in fan_out(client, eval_question, todo, job, shared, keys=keys):
-            cache = record.pop("_cache")  # counted, not journalled
+        for example, (record, cache) in fan_out(
+            client, eval_question, todo, job, shared, keys=keys
+        ):
             for name in counts:
                 counts[name] += cache[name]
             yield example, record
@@ -173,16 +175,16 @@ def evaluate_on_workers(
 
 def run_questions(
     examples: Sequence[QAExample],
-    answered: Callable[[list[QAExample]], Iterable[tuple[QAExample, dict[str, Any]]]],
+    answered: Callable[[list[QAExample]], Iterable[tuple[QAExample, EvalRecord]]],
     journal: Journal | None,
     *,
     desc: str,
     progress: bool,
-) -> list[dict[str, Any]]:
+) -> list[EvalRecord]:
     """The records of ``examples`` in their order: the journal's, and ``answered``'s for the
     rest (in this process or on workers), journalled as each finishes
     (:func:`~dynakrag.workers.resumed`)."""
-    done = dict(journal.done) if journal is not None else {}
+    done: dict[str, EvalRecord] = dict(journal.done) if journal is not None else {}
     bar = partial(questions_bar, desc=desc, progress=progress)
     for example, record in resumed(examples, question_key, answered, journal, bar=bar):
         done[question_key(example)] = record

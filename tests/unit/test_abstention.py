@@ -400,15 +400,15 @@ def test_an_abstention_scores_as_an_empty_answer_and_counts_in_the_rate() -> Non
         HOP, searcher, LLMClient(ScriptedChatModel(respond=reader("Goethe"))), Configuration()
     )
     records = [question_record(example, good, 0.1), question_record(example, bad, 0.1)]
-    assert records[0]["abstained"] is False and records[0]["f1"] == 1.0
-    assert records[1]["abstained"] is True and records[1]["prediction"] == ""
-    assert records[1]["f1"] == 0.0 and records[1]["abstain_reason"]
-    assert records[0]["answer_citations"] == ["kestrel"]
+    assert records[0].abstained is False and records[0].f1 == 1.0
+    assert records[1].abstained is True and records[1].prediction == ""
+    assert records[1].f1 == 0.0 and records[1].abstain_reason
+    assert records[0].answer_citations == ["kestrel"]
     summary = summarize_records(records)
-    assert summary["abstain_rate"] == 0.5 and summary["f1"] == 0.5
+    assert summary.abstain_rate == 0.5 and summary.f1 == 0.5
     # Without answers there is no rate.
     assert (
-        summarize_records([question_record(example, good, 0.1, no_answer=True)])["abstain_rate"]
+        summarize_records([question_record(example, good, 0.1, no_answer=True)]).abstain_rate
         is None
     )
 

@@ -17,13 +17,14 @@ import pytest
 from dynakrag import build_graph, cli
 from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
-from dynakrag.data.datasets import load_examples
+from dynakrag.data.datasets import QAExample, load_examples
 from dynakrag.errors import UserInputError
 from dynakrag.eval.methods import Method, MethodResult, get_method
 from dynakrag.eval.methods.dynakrag import ABLATIONS, DynakragMethod
 from dynakrag.eval.oracle import OraclePolicy
+from dynakrag.eval.records import EvalRecord
 from dynakrag.eval.report import compare_table
-from dynakrag.eval.runner import evaluate, summarize_records
+from dynakrag.eval.runner import evaluate, question_record, summarize_records
 from dynakrag.graph.replay import replay
 from dynakrag.llm.client import LLMClient
 from dynakrag.policy.ablation import WithoutActions
@@ -210,18 +211,20 @@ def test_oracle_through_the_runner(tmp_path: Path) -> None:
 
 
 def test_summary_has_sr_per_retrieval_call_as_a_ratio_of_means() -> None:
-    records = [
-        {"support_recall": 1.0, "retrieval_calls": 1},
-        {"support_recall": 0.0, "retrieval_calls": 0},
-        {"support_recall": 0.5, "retrieval_calls": 5},
-    ]
-    summary = summarize_records(records)
-    assert summary["sr_per_retrieval_call"] == pytest.approx(0.5 / 2.0)
-    assert (
-        summarize_records([{"support_recall": 1.0, "retrieval_calls": 0}])["sr_per_retrieval_call"]
-        is None
-    )
-    assert summarize_records([])["sr_per_retrieval_call"] is None
+    example = QAExample(
+        id="q", question="Q?", answers=("A",), support=("p",), passages=(), dataset="2wiki",
+        row=0, split="eval",
+    )  # fmt: skip
+    answered = question_record(example, MethodResult("A", [], []), 0.1)
+
+    def record(support_recall: float, retrieval_calls: int) -> EvalRecord:
+        update = {"support_recall": support_recall, "retrieval_calls": retrieval_calls}
+        return answered.model_copy(update=update)
+
+    summary = summarize_records([record(1.0, 1), record(0.0, 0), record(0.5, 5)])
+    assert summary.sr_per_retrieval_call == pytest.approx(0.5 / 2.0)
+    assert summarize_records([record(1.0, 0)]).sr_per_retrieval_call is None
+    assert summarize_records([]).sr_per_retrieval_call is None
 
 
 def test_compare_table_shows_policy_ablations_and_sr_per_call() -> None:

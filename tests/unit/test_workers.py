@@ -55,20 +55,32 @@ def test_a_journal_of_other_settings_is_refused(tmp_path: Path) -> None:
         Journal(path, SETTINGS)
 
 
-def test_a_journal_line_its_check_refuses_is_named_in_one_line(tmp_path: Path) -> None:
-    def positive(value: object) -> None:
+def test_a_journal_line_its_load_refuses_is_named_in_one_line(tmp_path: Path) -> None:
+    def positive(value: object) -> int:
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"not a positive count: {value!r}")
+        return value
 
     path = tmp_path / "j.jsonl"
     with Journal(path, SETTINGS) as journal:
         journal.add("q1", 1)
         journal.add("q2", -2)
     with pytest.raises(UserInputError) as refused:
-        Journal(path, SETTINGS, check=positive)
+        Journal(path, SETTINGS, load=positive)
     message = str(refused.value)
     assert message.startswith(f"{path} line 3: not a positive count: -2") and "\n" not in message
-    assert Journal(path, SETTINGS).done == {"q1": 1, "q2": -2}  # no check: read as written
+    assert Journal(path, SETTINGS).done == {"q1": 1, "q2": -2}  # no load: read as written
+
+
+def test_a_journal_keeps_typed_values_and_writes_their_dump(tmp_path: Path) -> None:
+    """``dump`` makes the line, ``load`` the value read back: ``done`` holds the typed value,
+    the file its JSON form."""
+    path = tmp_path / "j.jsonl"
+    with Journal(path, SETTINGS, load=complex, dump=str) as journal:
+        journal.add("q1", 1 + 2j)
+        assert journal.done == {"q1": 1 + 2j}
+    assert path.read_text().splitlines()[1] == '{"key": "q1", "value": "(1+2j)"}'
+    assert Journal(path, SETTINGS, load=complex).done == {"q1": 1 + 2j}
 
 
 def test_a_cut_line_is_cut_away_before_the_next_one(tmp_path: Path) -> None:
