@@ -16,12 +16,19 @@ NAME = r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|in|on|for|to|de|a|an)\s+)*[A-Z0-9][\w
 """A name as written in a question: capitalised words, with the small words titles hold."""
 
 _BETWEEN = re.compile(rf"\b[Bb]etween\s+(?:the\s+)?({NAME})\s+and\s+(?:the\s+)?({NAME})")
-_EITHER = re.compile(
-    rf"(?:,\s*|\b(?:older|younger|earlier|later|first|last|elder),?\s+)(?:the\s+)?({NAME}),?\s+or\s+"
-    rf"(?:the\s+)?({NAME})\s*[?.!]*\s*$"
-)
+_LEAD = r"(?:[,:][\"”’']?\s*|\b(?:[a-z]+er|(?:more|fewer|less)\s+[a-z]+|first|last),?\s+)"
+"""What leads into the two options at a question's end: a comma or a colon ("..., A or B?",
+"... first: A or B?"), or a comparative with no comma ("higher A or B ?", "more species A or
+B ?", "younger A or B ?")."""
+_EITHER = re.compile(rf"{_LEAD}(?:the\s+)?({NAME}),?\s+or\s+(?:the\s+)?({NAME})\s*[?.!]*\s*$")
 """", A or B?" at the end, or "older A or B?" with no comma ("who is younger Keith Bostic or
 Jerry Glanville ?")."""
+_AUXILIARY_CHOICE = re.compile(
+    rf"^(?:Is|Was|Are|Were|Did|Does|Do|Has|Have|Had|Will|Would|Can|Could)\s+(?:the\s+)?"
+    rf"({NAME}),?\s+or\s+(?:the\s+)?({NAME})(?=\s+[a-z])"
+)
+""""Is A or B further west?", "Was A or B born first?": the two names right after the
+auxiliary, the question's predicate after them."""
 _DATE_VERB = re.compile(
     r"\b(born|founded|established|formed|released|published|built|opened|created|launched|"
     r"died|started|came out)\b",
@@ -36,7 +43,11 @@ def compared_dates(question: str) -> list[str] | None:
     by when something happened to them ("Between A and B, who is older?", "Which was founded
     first, A or B?"): the verb is the question's own, "born" for a person's age ("who ...
     older"); None when the question is no such comparison."""
-    pair = _BETWEEN.search(question) or _EITHER.search(question)
+    pair = (
+        _BETWEEN.search(question)
+        or _EITHER.search(question)
+        or _AUXILIARY_CHOICE.search(question.strip())
+    )
     if pair is None or not (EARLIER.search(question) or LATER.search(question)):
         return None
     verb = _DATE_VERB.search(question)
@@ -54,15 +65,19 @@ def compared_dates(question: str) -> list[str] | None:
 
 
 _OPTIONS = re.compile(
-    r"(?:,\s*|\b(?:older|younger|earlier|later|first|last|elder)\s+)"
-    r"((?:the\s+)?[A-Z0-9][^,?]*?),?\s+or\s+((?:the\s+)?[A-Z0-9][^?]*?)\s*[?.!]*\s*$"
+    rf"{_LEAD}((?:the\s+)?[A-Z0-9][^,?]*?),?\s+or\s+((?:the\s+)?[A-Z0-9][^?]*?)\s*[?.!]*\s*$"
 )
 
 
 def offered_options(question: str) -> tuple[str, str] | None:
-    """The two names a question offers to choose from: ", A or B?" at its end, "older A or
-    B?" with no comma, or "Between A and B, ..."; None when it offers none."""
-    found = _BETWEEN.search(question) or _OPTIONS.search(question.strip())
+    """The two names a question offers to choose from: ", A or B?" (or ": A or B?") at its
+    end, "older A or B?" with no comma, "Is A or B further west?", or "Between A and B, ...";
+    None when it offers none."""
+    found = (
+        _BETWEEN.search(question)
+        or _OPTIONS.search(question.strip())
+        or _AUXILIARY_CHOICE.search(question.strip())
+    )
     if found is None:
         return None
     first, second = (part.strip().strip("\"'“”") for part in found.groups())

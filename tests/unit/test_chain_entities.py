@@ -158,6 +158,10 @@ def test_two_names_compared_with_no_comma_get_a_date_hop_each() -> None:
         "When was Blue Harbor released?",
         "When was Night Train released?",
     ]
+    assert compared_dates("Was Ilsa Marr or Tom Reyl born first?") == [
+        "When was Ilsa Marr born?",
+        "When was Tom Reyl born?",
+    ]
 
 
 def test_an_ampersand_and_its_word_name_the_same_thing() -> None:
@@ -277,6 +281,27 @@ def test_the_noun_asked_for_is_the_head_of_its_phrase(question: str, kind: str, 
         ),
         ("who is younger Keith Bostic or Jerry Glanville ?", ("Keith Bostic", "Jerry Glanville")),
         ("Between Ilsa Marr and Tom Reyl, who is older?", ("Ilsa Marr", "Tom Reyl")),
+        # The options right after the auxiliary, the predicate after them.
+        (
+            "Is Prynvale Airport or Quarstead Airport further west?",
+            ("Prynvale Airport", "Quarstead Airport"),
+        ),  # fmt: skip
+        ("Did Ilsa Marr or Tom Reyl found more firms?", ("Ilsa Marr", "Tom Reyl")),
+        # A comparative with no comma, a colon, a comma inside closing quotes.
+        (
+            "Which will be higher Selkthorn Tower or Orbis Square ?",
+            ("Selkthorn Tower", "Orbis Square"),
+        ),
+        ("Which genus has more species Sutera or Rhodotypos ?", ("Sutera", "Rhodotypos")),
+        ("Which film came out first: Blue Harbor or Night Train?", ("Blue Harbor", "Night Train")),
+        (
+            'Which breed includes "Standard" and "Classic," the Vardon Hound or the Selk Hound?',
+            ("the Vardon Hound", "the Selk Hound"),
+        ),  # fmt: skip
+        (
+            "Is the fast bowler who joined the club in June, 2011 a left-hand or right-hand bat?",
+            None,
+        ),
         ("Were Ilsa Marr and Tom Reyl born in the same city?", None),
         ("What did she eat, apples or pears?", None),  # not written as names
     ],

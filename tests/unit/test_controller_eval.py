@@ -261,6 +261,10 @@ def captured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
                 "llm_cache": {"enabled": False}}  # fmt: skip
         return {"meta": meta, "summary": {"n": 0}, "questions": []}
 
+    # A module that binds ``evaluate`` when first imported must not bind the fake for good
+    # (calibrate did, when these tests ran first, and a later calibrate test got the fake).
+    import dynakrag.training.calibrate  # noqa: F401
+
     monkeypatch.setattr("dynakrag.eval.runner.evaluate", fake_evaluate)
     return calls
 
