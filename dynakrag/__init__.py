@@ -14,13 +14,14 @@ from dynakrag.errors import (
 )
 from dynakrag.graph.builder import build_graph
 from dynakrag.graph.nodes import validate_question
-from dynakrag.state import ACTIONS
+from dynakrag.state import ACTIONS, State
 
 __version__ = "0.1.0"
 
 
-def ask(question: str, graph: Any = None, **configurable: Any) -> dict[str, Any]:
-    """Answer ``question`` with ``graph`` (default: a new graph over the demo corpus).
+def ask(question: str, graph: Any = None, **configurable: Any) -> State:
+    """Answer ``question`` with ``graph`` (default: a new graph over the demo corpus): the
+    run's final state.
 
     Keyword arguments override Configuration fields for this run. Raises UserInputError for an
     unusable question.

@@ -65,6 +65,7 @@ from dynakrag.training.labelling import LABELS
 if TYPE_CHECKING:
     from dynakrag.training.collection_report import CollectionReport
     from dynakrag.training.collection_store import CollectionStore
+    from dynakrag.training.records import TransitionFields
     from dynakrag.training.workers import CollectJob
 
 
@@ -262,7 +263,7 @@ def _collection_settings(
 
 def _collect_here(
     job: CollectJob, llm: Any, corpus: Sequence[Passage] | None, report: CollectionReport
-) -> Callable[[list[QAExample]], Iterator[tuple[QAExample, list[dict[str, Any]]]]]:
+) -> Callable[[list[QAExample]], Iterator[tuple[QAExample, list[TransitionFields]]]]:
     """What collects the questions left to do in this process, question by question."""
     from dynakrag.training.collect import collect
     from dynakrag.training.collection_store import collected_questions
@@ -270,7 +271,7 @@ def _collect_here(
 
     searcher_factory = collection_searcher_factory(job.cfg.retriever, corpus)
 
-    def run(todo: list[QAExample]) -> Iterator[tuple[QAExample, list[dict[str, Any]]]]:
+    def run(todo: list[QAExample]) -> Iterator[tuple[QAExample, list[TransitionFields]]]:
         options = job.collect_options()
         records = collect(
             todo, searcher_factory, llm, job.cfg, progress=False, report=report, **options
@@ -282,13 +283,13 @@ def _collect_here(
 
 def _collect_on_workers(
     args: argparse.Namespace, job: CollectJob, done: int, corpus: Sequence[Passage] | None
-) -> Callable[[list[QAExample]], Iterator[tuple[QAExample, list[dict[str, Any]]]]]:
+) -> Callable[[list[QAExample]], Iterator[tuple[QAExample, list[TransitionFields]]]]:
     """What collects the questions left to do on Dask workers (``done``: those finished
     before), each question's records handed back as it finishes."""
     from dynakrag.training.workers import collect_on_workers
     from dynakrag.workers import dask_client
 
-    def run(todo: list[QAExample]) -> Iterator[tuple[QAExample, list[dict[str, Any]]]]:
+    def run(todo: list[QAExample]) -> Iterator[tuple[QAExample, list[TransitionFields]]]:
         with dask_client(args.workers, args.scheduler) as client:
             yield from collect_on_workers(todo, job, client, corpus=corpus, finished=done)
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any, TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO, cast
+
+from dynakrag.state import State, TraceEntry
 
 
 def stream_run(
@@ -13,10 +16,10 @@ def stream_run(
     config: dict[str, Any] | None = None,
     *,
     explain: bool = False,
-) -> dict[str, Any]:
+) -> State:
     """Run the graph (with ``config``: e.g. a logged run's thread), printing each action as it
     completes (with ``explain``, also why it was chosen); return the final state."""
-    final: dict[str, Any] = {}
+    final = cast(State, {})
     stream = graph.stream({"question": question}, config, stream_mode=["updates", "values"])
     for mode, chunk in stream:
         if mode == "values":
@@ -30,7 +33,7 @@ def stream_run(
     return final
 
 
-def format_step(entry: dict[str, Any], *, explain: bool = False) -> str:
+def format_step(entry: TraceEntry, *, explain: bool = False) -> str:
     """One printed line per action: the action, the valid set, the scores, what was added;
     with ``explain``, the decision's explanation lines (:func:`dynakrag.policy.explain.describe`:
     what drove the choice, the rule behind each blocked action, budget and lambda)."""
@@ -63,7 +66,7 @@ def format_step(entry: dict[str, Any], *, explain: bool = False) -> str:
     return line
 
 
-def answer_line(final: dict[str, Any]) -> str:
+def answer_line(final: State) -> str:
     """The last line of ``ask`` and ``demo``: ``Answer: ...``, or ``No answer: <reason>`` when
     the run abstained (setting ``abstain``; the exit code stays 0: abstaining is an outcome,
     not an error)."""
@@ -72,7 +75,7 @@ def answer_line(final: dict[str, Any]) -> str:
     return f"Answer: {final.get('answer', '')}"
 
 
-def explanation_lines(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def explanation_lines(trace: Sequence[TraceEntry]) -> list[dict[str, Any]]:
     """Per trace entry: its step, action and the readable lines of its explanation."""
     from dynakrag.policy.explain import describe
 
@@ -86,7 +89,8 @@ def explanation_lines(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def to_json(state: dict[str, Any]) -> str:
-    """The final state as indented JSON; values JSON cannot hold are written as strings."""
+def to_json(state: Mapping[str, Any]) -> str:
+    """The final state (and what ``ask --json`` adds to it) as indented JSON; values JSON
+    cannot hold are written as strings."""
     jsonable = json.loads(json.dumps(state, default=str))
     return json.dumps(jsonable, ensure_ascii=False, indent=2)

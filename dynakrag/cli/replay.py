@@ -11,7 +11,7 @@ from typing import Any
 
 from dynakrag.cli.arguments import EXIT_OK, add_llm_option, run_configuration
 from dynakrag.errors import UserInputError
-from dynakrag.state import ACTIONS
+from dynakrag.state import ACTIONS, State
 
 COLUMN = 34
 """Width of the logged run's column."""
@@ -74,7 +74,7 @@ def run_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def side_by_side(logged: dict[str, Any], replayed: dict[str, Any]) -> list[str]:
+def side_by_side(logged: State, replayed: State) -> list[str]:
     """The two runs' actions, step by step, then their answers."""
     left = [entry["action"] for entry in logged.get("trace") or []]
     right = [entry["action"] for entry in replayed.get("trace") or []]
@@ -88,7 +88,7 @@ def side_by_side(logged: dict[str, Any], replayed: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _answer(state: dict[str, Any]) -> str:
+def _answer(state: State) -> str:
     if state.get("abstained"):
         return "(abstained)"
     return f"answer: {state.get('answer') or ''}"

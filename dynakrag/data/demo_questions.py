@@ -38,56 +38,24 @@ def world_questions(world: DemoWorld, rng: random.Random) -> list[DemoQuestion]:
     city_by_name = {c.name: c for c in cities}
     out: list[DemoQuestion] = []
     for i, (comp, emp) in enumerate(zip(companies, employees, strict=True)):
-        out.append(
-            DemoQuestion(
-                id=f"q-hq-{i:02d}",
-                question=(
-                    f"In which city is the headquarters of the company where {emp.name} works?"
-                ),
-                answer=comp.hq,
-                support=(emp.doc_id, comp.doc_id),
-                hops=2,
-                kind="bridge",
-            )
-        )
+        question = f"In which city is the headquarters of the company where {emp.name} works?"
+        out.append(_bridge(f"q-hq-{i:02d}", question, comp.hq, emp.doc_id, comp.doc_id))
     for i, (comp, founder, prod) in enumerate(zip(companies, founders, products, strict=True)):
-        out.append(
-            DemoQuestion(
-                id=f"q-maker-{i:02d}",
-                question=f"Who founded the company that makes the {prod.name}?",
-                answer=founder.name,
-                support=(prod.doc_id, comp.doc_id),
-                hops=2,
-                kind="bridge",
-            )
-        )
+        question = f"Who founded the company that makes the {prod.name}?"
+        out.append(_bridge(f"q-maker-{i:02d}", question, founder.name, prod.doc_id, comp.doc_id))
     for i, (comp, founder) in enumerate(zip(companies, founders, strict=True)):
         city = city_by_name[founder.city]
-        out.append(
-            DemoQuestion(
-                id=f"q-country-{i:02d}",
-                question=f"In which country was the founder of {comp.name} born?",
-                answer=city.country,
-                support=(comp.doc_id, founder.doc_id, city.doc_id),
-                hops=3,
-                kind="bridge",
-            )
-        )
+        question = f"In which country was the founder of {comp.name} born?"
+        support = (comp.doc_id, founder.doc_id, city.doc_id)
+        out.append(_bridge(f"q-country-{i:02d}", question, city.country, *support))
     for i, (comp, founder, emp) in enumerate(zip(companies, founders, employees, strict=True)):
         city = city_by_name[founder.city]
-        out.append(
-            DemoQuestion(
-                id=f"q-river-{i:02d}",
-                question=(
-                    "Which river flows through the birth city of the founder of the company "
-                    f"where {emp.name} works?"
-                ),
-                answer=city.river,
-                support=(emp.doc_id, comp.doc_id, founder.doc_id, city.doc_id),
-                hops=4,
-                kind="bridge",
-            )
+        question = (
+            "Which river flows through the birth city of the founder of the company "
+            f"where {emp.name} works?"
         )
+        support = (emp.doc_id, comp.doc_id, founder.doc_id, city.doc_id)
+        out.append(_bridge(f"q-river-{i:02d}", question, city.river, *support))
     people = founders + employees
     pairs: set[frozenset[str]] = set()
     n_compare = max(1, len(companies) // 2)
@@ -111,3 +79,15 @@ def world_questions(world: DemoWorld, rng: random.Random) -> list[DemoQuestion]:
             )
         )
     return out
+
+
+def _bridge(question_id: str, question: str, answer: str, *support: str) -> DemoQuestion:
+    """A bridge question: one hop per support document, in hop order."""
+    return DemoQuestion(
+        id=question_id,
+        question=question,
+        answer=answer,
+        support=support,
+        hops=len(support),
+        kind="bridge",
+    )

@@ -18,11 +18,11 @@ still read and resume.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["EvalRecord", "EvalSummary", "EvidenceItem", "check_eval_record"]
+__all__ = ["EvalRecord", "EvalResult", "EvalSummary", "EvidenceItem", "check_eval_record"]
 
 
 class EvidenceItem(BaseModel):
@@ -112,6 +112,18 @@ class EvalSummary(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The summary as it is written (the result's ``"summary"``)."""
         return self.model_dump(mode="json")
+
+
+class EvalResult(TypedDict):
+    """A run's result as :func:`~dynakrag.eval.runner.evaluate` returns it and writes it to
+    ``--out``, in its JSON form (the reports and the comparison table read it so)."""
+
+    meta: dict[str, Any]
+    """The method and its options, the data, settings, models, versions and timings."""
+    summary: dict[str, Any]
+    """:meth:`EvalSummary.to_json`."""
+    questions: list[dict[str, Any]]
+    """:meth:`EvalRecord.to_json` of each question, in the split's order."""
 
 
 def check_eval_record(record: Any) -> EvalRecord:

@@ -1,5 +1,6 @@
-"""Human-readable views of an evaluation result (the dict :func:`~dynakrag.eval.runner.evaluate`
-returns): a markdown report, PNG plots, and side-by-side tables of several runs.
+"""Human-readable views of an evaluation result (the
+:class:`~dynakrag.eval.records.EvalResult` :func:`~dynakrag.eval.runner.evaluate` returns): a
+markdown report, PNG plots, and side-by-side tables of several runs.
 
 Plots are drawn with matplotlib's object API on an Agg canvas (no pyplot state, no display), so
 they work headless and leave a notebook's backend alone.
@@ -11,6 +12,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from dynakrag.eval.records import EvalResult
 
 __all__ = [
     "COMPARE_COLUMNS",
@@ -90,7 +93,7 @@ def _label(meta: dict[str, Any]) -> str:
     return label
 
 
-def compare_table(results: Sequence[dict[str, Any]]) -> str:
+def compare_table(results: Sequence[EvalResult]) -> str:
     """A markdown table with one row per run: method, data, setting, retriever, n, metrics."""
     header = ["method", "dataset", "setting", "retriever", "n", *(t for _, t in COMPARE_COLUMNS)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -108,12 +111,12 @@ def compare_table(results: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def action_counts(result: dict[str, Any]) -> Counter[str]:
+def action_counts(result: EvalResult) -> Counter[str]:
     """How often each action ran, over all questions."""
     return Counter(action for q in result.get("questions", []) for action in q.get("actions", []))
 
 
-def markdown_report(result: dict[str, Any], *, image: str | None = None) -> str:
+def markdown_report(result: EvalResult, *, image: str | None = None) -> str:
     """The run as markdown: set-up, summary, action frequencies and a per-question table."""
     meta, summary = result.get("meta", {}), result.get("summary", {})
     questions = result.get("questions", [])
@@ -183,7 +186,7 @@ def _prediction(question: dict[str, Any]) -> str:
     return str(question.get("prediction", ""))
 
 
-def plot_report(result: dict[str, Any], path: str | Path) -> Path:
+def plot_report(result: EvalResult, path: str | Path) -> Path:
     """Two panels into a PNG: the per-question support-recall histogram and action counts."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -221,7 +224,7 @@ def plot_report(result: dict[str, Any], path: str | Path) -> Path:
     return target
 
 
-def write_report(result: dict[str, Any], out: str | Path) -> dict[str, Path]:
+def write_report(result: EvalResult, out: str | Path) -> dict[str, Path]:
     """Write ``<out>.md`` and ``<out>.png`` beside the JSON ``out``; returns their paths."""
     md_path, png_path = report_paths(out)
     plot_report(result, png_path)

@@ -63,7 +63,13 @@ from dynakrag.errors import UserInputError
 from dynakrag.eval import metrics
 from dynakrag.eval.methods import Method, MethodResult, get_method
 from dynakrag.eval.methods.base import method_configuration
-from dynakrag.eval.records import EvalRecord, EvalSummary, EvidenceItem, check_eval_record
+from dynakrag.eval.records import (
+    EvalRecord,
+    EvalResult,
+    EvalSummary,
+    EvidenceItem,
+    check_eval_record,
+)
 from dynakrag.eval.workers import run_questions
 from dynakrag.files import write_json
 from dynakrag.llm.cache import SQLiteLLMCache
@@ -279,7 +285,7 @@ def evaluate(
     workers: int | None = None,
     scheduler: str | None = None,
     question_ids: Sequence[str] | None = None,
-) -> dict[str, Any]:
+) -> EvalResult:
     """Run ``method`` on the first ``limit`` questions of ``dataset``/``split`` and score it:
     the result (see the module docstring) as it is written to ``out``, in its JSON form.
 
@@ -473,11 +479,11 @@ def evaluate(
         "total_s": round(time.perf_counter() - started, 3),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    output = {
-        "meta": meta,
-        "summary": summarize_records(records).to_json(),
-        "questions": [record.to_json() for record in records],
-    }
+    output = EvalResult(
+        meta=meta,
+        summary=summarize_records(records).to_json(),
+        questions=[record.to_json() for record in records],
+    )
     if out_path is not None:
         _write_json(out_path, output)
         if journal is not None:
@@ -580,7 +586,7 @@ def _check_writable(path: Path) -> None:
         raise UserInputError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def _write_json(path: Path, data: EvalResult) -> None:
     try:
         write_json(path, data, ensure_ascii=False, default=str)
     except OSError as exc:

@@ -97,6 +97,7 @@ from dynakrag.training.labelling import (
     stop_f1,
     unrun_outcome,
 )
+from dynakrag.training.records import TransitionFields
 from dynakrag.training.reply_memo import RequestMemo
 from dynakrag.training.searchers import distractor_searcher_factory
 
@@ -152,7 +153,7 @@ def collect(
     labels: str = "recall",
     memo: bool = True,
     report: CollectionReport | None = None,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[TransitionFields]:
     """Labelled records (see the module docstring), example by example.
 
     ``searcher_factory(example)`` gives the searcher of an example (default: BM25 over its

@@ -18,7 +18,12 @@ from dynakrag.data.datasets import QAExample
 from dynakrag.errors import UserInputError
 from dynakrag.files import write_jsonl
 from dynakrag.graph.runlog import LogTarget, describe_log
-from dynakrag.training.records import Question, question_groups, resume_collection
+from dynakrag.training.records import (
+    Question,
+    TransitionFields,
+    question_groups,
+    resume_collection,
+)
 
 __all__ = ["CollectionStore", "collected_key", "collected_questions"]
 
@@ -101,8 +106,8 @@ class CollectionStore:
 
 
 def collected_questions(
-    examples: Sequence[QAExample], records: Iterable[dict[str, Any]]
-) -> Iterator[tuple[QAExample, list[dict[str, Any]]]]:
+    examples: Sequence[QAExample], records: Iterable[TransitionFields]
+) -> Iterator[tuple[QAExample, list[TransitionFields]]]:
     """``(question, its records)`` of a single-process collection of ``examples``, whose
     ``records`` come question by question (a question left out yields nothing)."""
     by_key = {collected_key(example): example for example in examples}

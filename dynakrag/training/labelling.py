@@ -27,7 +27,7 @@ from dynakrag.policy.features import (
     featurize,
 )
 from dynakrag.state import ACQUISITION_ACTIONS, State
-from dynakrag.training.records import RECORD_SCHEMA
+from dynakrag.training.records import RECORD_SCHEMA, TransitionFields
 
 __all__ = [
     "ANSWER_ACTIONS",
@@ -234,7 +234,7 @@ def node_records(
     *,
     collection: Mapping[str, Any] | None = None,
     answers: bool = True,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[TransitionFields]:
     """The records of one example's nodes (:mod:`dynakrag.training.records`' format); without
     ``answers`` (the recall labels) every record is of label version 1."""
     budgets = feature_config(cfg)
@@ -244,7 +244,7 @@ def node_records(
         result = node.outcomes[action]
         state = inputs[id(node)]
         answer_label = action in ANSWER_ACTIONS and result.f1 is not None
-        record = {
+        record: TransitionFields = {
             "schema": RECORD_SCHEMA,
             "source": "collect",
             "example_id": example.id,

@@ -127,8 +127,9 @@ class TransitionRecord(BaseModel):
 
 
 class TransitionFields(TypedDict, total=False):
-    """A transition record as readers pass it on: the dict it was written as (the module
-    doc's fields), once :class:`TransitionRecord` has checked it."""
+    """A transition record as a dict (the module doc's fields): as collection builds and
+    writes it (:func:`~dynakrag.training.labelling.node_records`), and as readers pass it on
+    once :class:`TransitionRecord` has checked it."""
 
     schema: str
     source: str

@@ -86,7 +86,7 @@ from dynakrag.graph.runlog import (
     trajectory_log,
 )
 from dynakrag.postgres.connections import connect, is_postgres_url, retrying
-from dynakrag.state import ACTIONS
+from dynakrag.state import ACTIONS, State
 
 Result = TypeVar("Result")
 
@@ -121,9 +121,9 @@ class Transition:
 
     thread_id: str
     step: int
-    state: dict[str, Any]
+    state: State
     action: str
-    next_state: dict[str, Any]
+    next_state: State
     run: dict[str, Any] = field(default_factory=dict)
 
 

@@ -28,6 +28,7 @@ from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
 from dynakrag.progress import progress_bar
 from dynakrag.retrieval.passage import Passage
+from dynakrag.training.records import TransitionFields
 from dynakrag.workers import fan_out, release_on_workers, worker_cached
 
 __all__ = ["CollectJob", "collect_on_workers", "collect_question"]
@@ -86,7 +87,7 @@ def corpus_digest(passages: Sequence[Passage]) -> str:
 
 def collect_question(
     example: QAExample, job: CollectJob, corpus: Sequence[Passage] | None = None
-) -> list[dict[str, Any]]:
+) -> list[TransitionFields]:
     """The labelled records of one question, on whichever worker runs it (a Dask task)."""
     from dynakrag.training.collect import collect
     from dynakrag.training.searchers import collection_searcher_factory
@@ -103,7 +104,7 @@ def collect_question(
     return records
 
 
-def _write_question(log: str, records: list[dict[str, Any]]) -> None:
+def _write_question(log: str, records: list[TransitionFields]) -> None:
     """One question's records into the log, in one transaction (the whole question or
     nothing). Workers finishing their first questions together may race to create the
     records table (PostgreSQL's ``CREATE TABLE IF NOT EXISTS`` is not safe against a
@@ -146,7 +147,7 @@ def collect_on_workers(
     corpus: Sequence[Passage] | None = None,
     finished: int = 0,
     progress: bool = True,
-) -> Iterator[tuple[QAExample, list[dict[str, Any]]]]:
+) -> Iterator[tuple[QAExample, list[TransitionFields]]]:
     """``(question, its records)`` for each of ``examples``, run as tasks on ``client``'s
     workers, as they finish. ``finished``: questions of the collection done before (for the
     progress bar)."""

@@ -1,4 +1,5 @@
-"""Crash safety: a trajectory log survives SIGKILL mid-write, and damaged indexes are refused.
+"""Crash safety: a trajectory log survives SIGKILL mid-write, a one-process ``dynakrag eval``
+SIGKILLed mid-run resumes from its journal, and damaged indexes are refused.
 
 Index validation itself (format_version mismatch, corrupt / truncated FAISS file, hash and
 count mismatches, missing files, other embedding model) is covered case by case in
@@ -7,6 +8,8 @@ tests/unit/test_dense_index.py; only new cases are here.
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import signal
 import sqlite3
@@ -21,14 +24,19 @@ from typing import IO, Any
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from dynakrag import files
+from dynakrag import cli, files
+from dynakrag.data.datasets import data_dir, load_examples
 from dynakrag.errors import CorpusError
 from dynakrag.retrieval.dense import DenseIndex
 from dynakrag.retrieval.passage import Passage
 from dynakrag.state import ACTIONS
 from dynakrag.training import list_threads, read_transitions
+from dynakrag.workers import journal_path
+from tests.fakes import demo_responder
+from tests.markers import needs_data
 from tests.reliability.conftest import Recorder
-from tests.reliability.support import REPO_ROOT, clean_env
+from tests.reliability.scale_faults import journalled_questions
+from tests.reliability.support import REPO_ROOT, FakeOpenAI, clean_env, no_proxy, serving
 
 KILLS = 3
 START_TIMEOUT_S = 60.0
@@ -133,6 +141,102 @@ def test_trajectory_log_survives_sigkill(tmp_path: Path, reliability: Recorder) 
         f"integrity_check ok, journal_mode wal; {len(transitions)} transitions of "
         f"{len(threads)} threads read back whole ({complete} complete runs, "
         f"{len(threads) - complete} cut short by the kill)",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# A one-process eval SIGKILLed mid-run
+
+EVAL_QUESTIONS = 4
+DATA_DIR = data_dir(must_exist=False)
+"""The benchmark samples, found before the autouse fixture clears ``DYNAKRAG_*`` settings."""
+
+
+def _slow_reader(answers: dict[str, str]) -> Any:
+    """The demo reader taking 20 ms a reply, so that a question lasts long enough to be
+    killed in the middle of."""
+    reader = demo_responder(answers)
+
+    def respond(messages: list[Any]) -> str:
+        time.sleep(0.02)
+        return reader(messages)
+
+    return respond
+
+
+def _without_latency(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in record.items() if k != "latency_s"} for record in records]
+
+
+@needs_data
+def test_a_sequential_eval_killed_mid_run_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reliability: Recorder
+) -> None:
+    """``dynakrag eval --out`` in one process (no ``--workers``) is SIGKILLed while a model
+    request of a later question is open (no ``finally``, no clean-up of its own); the same
+    command again asks only the questions its journal lacks and writes the results of an
+    uncut run. (tests/unit/test_eval_runner.py interrupts a run in-process with Ctrl-C.)"""
+    monkeypatch.setenv("DYNAKRAG_DATA_DIR", str(DATA_DIR))
+    examples = load_examples("hotpotqa", "eval", EVAL_QUESTIONS)
+    argv = ["eval", "--dataset", "hotpotqa", "--split", "eval", "--setting", "distractor"]
+    argv += ["--method", "dynakrag", "--retriever", "bm25", "--limit", str(EVAL_QUESTIONS)]
+    argv += ["--no-cache", "--quiet"]  # no reply replayed: only the journal resumes
+    out = tmp_path / "run.json"
+    answers = {e.question: e.answers[0] for e in examples}
+    with serving(FakeOpenAI(_slow_reader(answers))) as fake:
+        settings = {
+            "DYNAKRAG_LLM_BASE_URL": fake.base_url,
+            "OPENAI_API_KEY": "test",
+            "DYNAKRAG_DATA_DIR": str(DATA_DIR),
+            "DYNAKRAG_CACHE_DIR": str(tmp_path / "cache"),
+        }
+        for name, value in {**settings, "NO_PROXY": no_proxy()}.items():
+            monkeypatch.setenv(name, value)
+        assert cli.main([*argv, "--out", str(tmp_path / "reference.json")]) == 0
+        reference_requests = fake.requests
+
+        killed = subprocess.Popen(
+            [sys.executable, "-m", "dynakrag.cli", *argv, "--out", str(out)],
+            cwd=REPO_ROOT,
+            env=clean_env(**settings, PYTHONPATH=str(REPO_ROOT)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            # One question journalled, and a request of the next one open: mid-question.
+            while not (
+                (journalled_questions(journal_path(out)) or 0) >= 1 and fake.open_requests()
+            ):
+                if killed.poll() is not None:
+                    pytest.fail(f"eval exited early: {killed.stderr.read().decode()[-2000:]}")
+                assert time.monotonic() < deadline, "eval journalled no question in time"
+                time.sleep(0.002)
+            os.kill(killed.pid, signal.SIGKILL)
+            killed.wait(timeout=10)
+        finally:
+            if killed.poll() is None:
+                killed.kill()
+                killed.wait()
+        assert killed.returncode == -signal.SIGKILL
+        done = journalled_questions(journal_path(out)) or 0
+        assert 1 <= done < EVAL_QUESTIONS and not out.exists()
+
+        before = fake.requests
+        assert cli.main([*argv, "--out", str(out)]) == 0
+        resumed_requests = fake.requests - before
+    results = json.loads(out.read_text())["questions"]
+    expected = json.loads((tmp_path / "reference.json").read_text())["questions"]
+    assert [r["id"] for r in results] == [e.id for e in examples]  # each once, in order
+    assert _without_latency(results) == _without_latency(expected)
+    assert 0 < resumed_requests < reference_requests  # the journalled questions not asked again
+    assert not journal_path(out).exists()
+    reliability(
+        "SIGKILL of a one-process `dynakrag eval --out` mid-question, then the same command",
+        1,
+        f"killed with {done}/{EVAL_QUESTIONS} questions journalled; the rerun asked the model "
+        f"{resumed_requests} times (an uncut run: {reference_requests}) and wrote the uncut "
+        "run's results, each question once",
     )
 
 
