@@ -285,7 +285,7 @@ def test_the_noun_asked_for_is_the_head_of_its_phrase(question: str, kind: str, 
         (
             "Is Prynvale Airport or Quarstead Airport further west?",
             ("Prynvale Airport", "Quarstead Airport"),
-        ),  # fmt: skip
+        ),
         ("Did Ilsa Marr or Tom Reyl found more firms?", ("Ilsa Marr", "Tom Reyl")),
         # A comparative with no comma, a colon, a comma inside closing quotes.
         (
@@ -297,7 +297,7 @@ def test_the_noun_asked_for_is_the_head_of_its_phrase(question: str, kind: str, 
         (
             'Which breed includes "Standard" and "Classic," the Vardon Hound or the Selk Hound?',
             ("the Vardon Hound", "the Selk Hound"),
-        ),  # fmt: skip
+        ),
         (
             "Is the fast bowler who joined the club in June, 2011 a left-hand or right-hand bat?",
             None,
