@@ -9,14 +9,13 @@ tests/unit/test_dense_index.py; only new cases are here.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -51,6 +50,32 @@ def _checkpoints(path: Path) -> int:
         return 0  # not created yet, or busy
 
 
+def _sigkill_when(
+    process: subprocess.Popen[bytes],
+    ready: Callable[[], bool],
+    too_late: str,
+    then: Callable[[], None] = lambda: None,
+) -> None:
+    """SIGKILL ``process`` once ``ready()`` (after ``then()``); fail if it exits first or
+    ``ready`` takes over ``START_TIMEOUT_S`` (``too_late`` says why)."""
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not ready():
+            if process.poll() is not None:
+                stderr = process.stderr.read().decode()[-2000:] if process.stderr else ""
+                pytest.fail(f"the process exited early: {stderr}")
+            assert time.monotonic() < deadline, too_late
+            time.sleep(0.002)
+        then()
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == -signal.SIGKILL
+
+
 def _run_and_kill(log: Path, tag: str, target: int, rng: random.Random) -> int:
     """Start a worker logging to ``log``; SIGKILL it once ``target`` checkpoints exist."""
     worker = subprocess.Popen(
@@ -60,21 +85,12 @@ def _run_and_kill(log: Path, tag: str, target: int, rng: random.Random) -> int:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while _checkpoints(log) < target:
-            if worker.poll() is not None:
-                pytest.fail(f"worker exited early: {worker.stderr.read().decode()[-2000:]}")
-            assert time.monotonic() < deadline, "the worker wrote too few checkpoints"
-            time.sleep(0.01)
-        time.sleep(rng.uniform(0, 0.05))  # land anywhere in a run, mid-write or not
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(timeout=10)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
-    assert worker.returncode == -signal.SIGKILL
+    _sigkill_when(
+        worker,
+        lambda: _checkpoints(log) >= target,
+        "the worker wrote too few checkpoints",
+        then=lambda: time.sleep(rng.uniform(0, 0.05)),  # anywhere in a run, mid-write or not
+    )
     runs = worker.stdout.read().decode().split() if worker.stdout else []
     return len(runs)
 
@@ -202,23 +218,14 @@ def test_a_sequential_eval_killed_mid_run_resumes(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        try:
-            deadline = time.monotonic() + START_TIMEOUT_S
-            # One question journalled, and a request of the next one open: mid-question.
-            while not (
-                (journalled_questions(journal_path(out)) or 0) >= 1 and fake.open_requests()
-            ):
-                if killed.poll() is not None:
-                    pytest.fail(f"eval exited early: {killed.stderr.read().decode()[-2000:]}")
-                assert time.monotonic() < deadline, "eval journalled no question in time"
-                time.sleep(0.002)
-            os.kill(killed.pid, signal.SIGKILL)
-            killed.wait(timeout=10)
-        finally:
-            if killed.poll() is None:
-                killed.kill()
-                killed.wait()
-        assert killed.returncode == -signal.SIGKILL
+        # One question journalled, and a request of the next one open: mid-question.
+        _sigkill_when(
+            killed,
+            lambda: (
+                (journalled_questions(journal_path(out)) or 0) >= 1 and bool(fake.open_requests())
+            ),
+            "eval journalled no question in time",
+        )
         done = journalled_questions(journal_path(out)) or 0
         assert 1 <= done < EVAL_QUESTIONS and not out.exists()
 
