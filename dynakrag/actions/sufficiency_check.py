@@ -11,6 +11,7 @@ the evidence; each missing name becomes a gap too, so the controller searches fo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dynakrag import prompts
@@ -38,7 +39,7 @@ from dynakrag.state import Document, State, StateUpdate, SubQuestion
 MAX_EPQD_SUB_QUESTIONS = 10
 
 
-def is_grounded(answer: str, sub_question: str, evidence: list[Document]) -> bool:
+def is_grounded(answer: str, sub_question: str, evidence: Sequence[prompts.PromptPassage]) -> bool:
     """Whether one passage states ``answer`` together with a name from ``sub_question``.
 
     Small generators happily answer from the wrong passage (a distractor company's city), so an

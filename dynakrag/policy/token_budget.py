@@ -43,7 +43,7 @@ from typing import Any
 
 from dynakrag import prompts
 from dynakrag.configuration import Configuration
-from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, State
+from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, Document, State
 
 __all__ = [
     "BUDGET_RULE",
@@ -110,7 +110,7 @@ def _tokens(messages: Sequence[tuple[str, str]]) -> float:
     return sum(len(text) for _, text in messages) / CHARS_PER_TOKEN
 
 
-def _window(state: State | Mapping[str, Any], cfg: Configuration) -> list[dict[str, Any]]:
+def _window(state: State | Mapping[str, Any], cfg: Configuration) -> list[Document]:
     return list(state.get("evidence") or [])[: cfg.max_final_docs]
 
 
@@ -130,7 +130,7 @@ def _sub_questions(state: State | Mapping[str, Any]) -> list[str]:
 
 def _window_after(
     state: State | Mapping[str, Any], action: str, cfg: Configuration
-) -> list[dict[str, Any]]:
+) -> list[Document]:
     """The answer's evidence window after ``action``: an acquisition adds up to
     ``docs_per_action`` passages (within ``max_final_docs``) of the evidence's mean length, at
     least :data:`DEFAULT_PASSAGE_CHARS`."""
@@ -140,13 +140,13 @@ def _window_after(
     room = max(0, cfg.max_final_docs - len(window))
     lengths = [len(str(d.get("title", ""))) + len(str(d.get("text", ""))) for d in window]
     mean = max(DEFAULT_PASSAGE_CHARS, int(sum(lengths) / len(lengths)) if lengths else 0)
-    added = [{"title": "", "text": "x" * mean}] * min(cfg.docs_per_action, room)
+    added: list[Document] = [{"title": "", "text": "x" * mean}] * min(cfg.docs_per_action, room)
     return window + added
 
 
 def answer_estimate(
     state: State | Mapping[str, Any],
-    passages: Sequence[Mapping[str, Any]],
+    passages: Sequence[prompts.PromptPassage],
     facts: Sequence[tuple[str, str]] | None = None,
 ) -> TokenEstimate:
     """``stop_answer`` over ``passages`` (no call without passages)."""

@@ -1,7 +1,8 @@
 """Every prompt text dynakrag sends, each next to the family of calls it serves.
 
 :mod:`~dynakrag.prompts.passages`
-    The data notice and the ``<passage>`` blocks every prompt with retrieved text shares:
+    The data notice and the ``<passage>`` blocks every prompt with retrieved text shares
+    (each passage a :class:`PromptPassage`):
     retrieved text reaches a prompt only inside those tags, and every system prompt that shows
     passages says that text inside them is data, never instructions.
 :mod:`~dynakrag.prompts.graph`
@@ -87,6 +88,7 @@ from dynakrag.prompts.graph import (
 )
 from dynakrag.prompts.passages import (
     DATA_NOTICE,
+    PromptPassage,
     format_passages,
 )
 from dynakrag.prompts.replies import (
@@ -155,6 +157,7 @@ __all__ = [
     "AnswerReply",
     "AnswersReply",
     "EntitiesReply",
+    "PromptPassage",
     "Reply",
     "SubQuestionsReply",
     "SupportedReply",

@@ -5,9 +5,8 @@ LangChain-style multi-query decomposition baseline."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from dynakrag.prompts.passages import DATA_NOTICE, format_passages
+from dynakrag.prompts.passages import DATA_NOTICE, PromptPassage, format_passages
 
 IRCOT_SYSTEM = (
     "You reason step by step toward the answer of a multi-hop question, using only the given "
@@ -23,7 +22,7 @@ IRCOT_ANSWER_MARKER = "answer is"
 
 
 def ircot_reason_messages(
-    question: str, passages: Sequence[dict[str, Any]], thoughts: Sequence[str]
+    question: str, passages: Sequence[PromptPassage], thoughts: Sequence[str]
 ) -> list[tuple[str, str]]:
     """Ask for the next chain-of-thought sentence (IRCoT, Trivedi et al. 2023)."""
     so_far = " ".join(thoughts) if thoughts else "(none yet)"
@@ -48,7 +47,7 @@ REASONING_ANSWER_SYSTEM = (
 """System prompt of the heavy "reasoning" setting (reason first, then ``Answer: ...``)."""
 
 
-def reasoning_messages(question: str, passages: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+def reasoning_messages(question: str, passages: Sequence[PromptPassage]) -> list[tuple[str, str]]:
     """Messages of the heavy setting: reason over the passages, then ``Answer: ...``."""
     return [
         ("system", REASONING_ANSWER_SYSTEM),

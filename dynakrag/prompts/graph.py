@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from dynakrag.prompts.passages import DATA_NOTICE, few_shot_messages, format_passages
+from dynakrag.prompts.passages import DATA_NOTICE, PromptPassage, few_shot_messages, format_passages
 
 DECOMPOSE_SYSTEM = (
     "You split a question into the simplest sub-questions that must be answered in order. "
@@ -146,7 +146,7 @@ def decompose_messages(question: str) -> list[tuple[str, str]]:
 
 def hop_messages(
     question: str,
-    passages: Sequence[dict[str, Any]],
+    passages: Sequence[PromptPassage],
     found: Sequence[str] = (),
     ruled_out: Sequence[str] = (),
     *,
@@ -171,7 +171,7 @@ def hop_messages(
 
 
 def sufficiency_messages(
-    question: str | None, sub_questions: Sequence[str], passages: Sequence[dict[str, Any]]
+    question: str | None, sub_questions: Sequence[str], passages: Sequence[PromptPassage]
 ) -> list[tuple[str, str]]:
     """Ask for an answer or UNKNOWN per sub-question, from the passages only.
 
@@ -191,7 +191,7 @@ def sufficiency_messages(
 
 
 def rewrite_messages(
-    question: str, query: str, passages: Sequence[dict[str, Any]]
+    question: str, query: str, passages: Sequence[PromptPassage]
 ) -> list[tuple[str, str]]:
     """Few-shot messages asking for a better search query."""
     messages: list[tuple[str, str]] = [("system", REWRITE_SYSTEM)]
@@ -216,7 +216,7 @@ def rewrite_messages(
 
 def answer_messages(
     question: str,
-    passages: Sequence[dict[str, Any]],
+    passages: Sequence[PromptPassage],
     facts: Sequence[tuple[str, str]] = (),
 ) -> list[tuple[str, str]]:
     """Ask for the final short answer; ``facts`` are sub-answers already checked against the
@@ -248,7 +248,7 @@ VERIFY_MAX_TOKENS = 12
 
 
 def verify_messages(
-    question: str, answer: str, passages: Sequence[dict[str, Any]]
+    question: str, answer: str, passages: Sequence[PromptPassage]
 ) -> list[tuple[str, str]]:
     """Ask whether the passages state ``answer`` to ``question`` (a JSON yes/no)."""
     return [

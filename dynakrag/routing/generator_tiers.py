@@ -42,7 +42,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MessageBuilder = Callable[[str, Sequence[dict[str, Any]]], Messages]
+MessageBuilder = Callable[[str, Sequence[prompts.PromptPassage]], Messages]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from dynakrag.errors import ConfigurationError, ModelUnavailableError
 from dynakrag.llm.client import NO_USAGE, Usage
+from dynakrag.prompts import PromptPassage
 from dynakrag.routing.thresholds import PercentileThresholds
 
 __all__ = [
@@ -131,7 +132,7 @@ def _title_text(passage: PassageLike) -> tuple[str, str]:
     return str(getattr(passage, "title", "")), str(getattr(passage, "text", passage))
 
 
-def passage_dicts(passages: Sequence[PassageLike]) -> list[dict[str, str]]:
+def passage_dicts(passages: Sequence[PassageLike]) -> list[PromptPassage]:
     """Passages as the ``{"title", "text"}`` dicts the prompts take."""
     return [{"title": title, "text": text} for title, text in map(_title_text, passages)]
 

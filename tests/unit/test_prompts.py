@@ -37,3 +37,19 @@ def test_the_answer_prompt_extends_the_checks_system_and_passages() -> None:
     shared = prompts.format_passages(PASSAGES)
     assert check[1][1].startswith(shared)
     assert answer[1][1].startswith(shared)
+
+
+def test_a_prompt_passage_is_what_the_state_and_the_baselines_hold() -> None:
+    """The prompts' layer does not import the state's: :class:`~dynakrag.prompts.PromptPassage`
+    fits :class:`~dynakrag.state.Document` and the baselines' evidence by shape, each of its
+    keys held there as the same type."""
+    from typing_extensions import get_type_hints
+
+    from dynakrag.eval.methods.base import Evidence
+    from dynakrag.state import Document
+
+    shown = get_type_hints(prompts.PromptPassage)
+    assert shown == {"title": str, "text": str}
+    for holder in (Document, Evidence):
+        held = get_type_hints(holder)
+        assert {key: held[key] for key in shown} == shown, holder.__name__

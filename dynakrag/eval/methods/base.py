@@ -14,7 +14,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from dynakrag import prompts
 from dynakrag.actions.grounding import AbstentionVerdict, abstention_before_answer, check_answer
@@ -23,7 +23,14 @@ from dynakrag.llm.answers import parse_final_answer
 from dynakrag.llm.client import NO_USAGE, LLMClient, Messages, Usage
 from dynakrag.retrieval.base import Searcher
 
-Evidence = dict[str, str]
+
+class Evidence(TypedDict):
+    """One passage a baseline read: its id, title and text (a
+    :class:`~dynakrag.prompts.PromptPassage`, so the prompts take it as it is)."""
+
+    id: str
+    title: str
+    text: str
 
 
 @dataclass

@@ -27,7 +27,7 @@ from typing import Any
 
 from dynakrag.configuration import Configuration
 from dynakrag.errors import UserInputError
-from dynakrag.eval.methods.base import Method, MethodResult, is_answer_prompt
+from dynakrag.eval.methods.base import Evidence, Method, MethodResult, is_answer_prompt
 from dynakrag.llm.client import NO_USAGE, ClientWrapper, LLMClient, Messages, Usage
 from dynakrag.policy.base import Policy
 from dynakrag.retrieval.base import Searcher
@@ -225,7 +225,7 @@ class DynakragMethod(Method):
         )
         final = graph.invoke({"question": question}, config)
         trace = list(final.get("trace", []))
-        evidence = [
+        evidence: list[Evidence] = [
             {"id": doc["id"], "title": doc.get("title", ""), "text": doc.get("text", "")}
             for doc in final.get("evidence", [])
         ]
