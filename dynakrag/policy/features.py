@@ -48,7 +48,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
@@ -57,7 +57,7 @@ from dynakrag.actions.chain import next_open_hop, searches_left
 from dynakrag.actions.text import content_words, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.files import json_safe
-from dynakrag.state import ACTIONS, State
+from dynakrag.state import ACTIONS, Document, Hop, State, SubQuestion
 
 __all__ = [
     "ACTION_FEATURE_NAMES",
@@ -68,7 +68,9 @@ __all__ = [
     "MEANINGS",
     "N_STATE_FEATURES",
     "STATE_FEATURE_NAMES",
+    "FeatureInputs",
     "FeatureSchema",
+    "InputStep",
     "action_one_hot",
     "feature_config",
     "feature_inputs",
@@ -458,28 +460,49 @@ def _chain_values(hops: Sequence[Any]) -> dict[str, float]:
     }
 
 
-_INPUT_FIELDS: tuple[str, ...] = (
-    "question",
-    "query",
-    "frontier",
-    "sub_questions",
-    "hops",
-    "gaps",
-    "queried_gaps",
-    "exhausted_queries",
-    "bridge_entities",
-    "expanded_entities",
-    "sufficient",
-    "evidence_count_at_check",
-    "last_new_docs",
-    "compressed",
-    "rewrites",
-    "steps",
-    "retrieval_calls",
-    "llm_calls",
-    "prompt_tokens",
-    "completion_tokens",
+class InputStep(TypedDict, total=False):
+    """One trace step as features read it (:func:`feature_inputs`): its action, the ids of
+    the passages it added, its query and a search's own query."""
+
+    action: str
+    added: list[str]
+    query: str
+    search_query: str
+
+
+class FeatureInputs(TypedDict, total=False):
+    """What any feature may read from a state (:func:`feature_inputs`), JSON-ready: every
+    observable field of :class:`~dynakrag.state.State`, its evidence and its trace reduced."""
+
+    question: str
+    query: str
+    frontier: dict[str, Any]
+    sub_questions: list[SubQuestion]
+    hops: list[Hop]
+    gaps: list[str]
+    queried_gaps: list[str]
+    exhausted_queries: list[str]
+    bridge_entities: list[str]
+    expanded_entities: list[str]
+    sufficient: bool
+    evidence_count_at_check: int
+    last_new_docs: int
+    compressed: bool
+    rewrites: int
+    steps: int
+    retrieval_calls: int
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    evidence: list[Document]
+    """Each passage's text and search provenance (:data:`_DOC_FIELDS`), not its ``sources``."""
+    trace: list[InputStep]
+
+
+_INPUT_FIELDS: tuple[str, ...] = tuple(
+    key for key in FeatureInputs.__annotations__ if key not in ("evidence", "trace")
 )
+"""The state's fields :func:`feature_inputs` copies as they are, in this order."""
 _DOC_FIELDS: tuple[str, ...] = (
     "id",
     "title",
@@ -491,7 +514,7 @@ _DOC_FIELDS: tuple[str, ...] = (
     "retriever",
     "rank",
 )
-_TRACE_FIELDS: tuple[str, ...] = ("action", "added", "query", "search_query")
+_TRACE_FIELDS: tuple[str, ...] = tuple(InputStep.__annotations__)
 CONFIG_FIELDS: tuple[str, ...] = (
     "docs_per_action",
     "max_steps",
@@ -502,7 +525,7 @@ CONFIG_FIELDS: tuple[str, ...] = (
 """The settings features read (stored with training records, so they can be recomputed)."""
 
 
-def feature_inputs(state: State | Mapping[str, Any]) -> dict[str, Any]:
+def feature_inputs(state: State | Mapping[str, Any]) -> FeatureInputs:
     """A compact JSON-ready copy of what any feature may read from ``state``.
 
     Training records keep it so that a later schema can recompute its columns from old
@@ -512,7 +535,7 @@ def feature_inputs(state: State | Mapping[str, Any]) -> dict[str, Any]:
     out. ``state_features(feature_inputs(s), cfg)`` equals ``state_features(s, cfg)`` for
     every schema.
     """
-    copy: dict[str, Any] = {key: state[key] for key in _INPUT_FIELDS if key in state}
+    copy: dict[str, object] = {key: state[key] for key in _INPUT_FIELDS if key in state}
     copy["evidence"] = [
         {key: doc[key] for key in _DOC_FIELDS if key in doc}
         for doc in state.get("evidence") or []
@@ -523,7 +546,7 @@ def feature_inputs(state: State | Mapping[str, Any]) -> dict[str, Any]:
         for entry in state.get("trace") or []
         if isinstance(entry, Mapping)
     ]
-    return json_safe(copy)
+    return cast(FeatureInputs, json_safe(copy))
 
 
 def feature_config(cfg: Configuration) -> dict[str, int]:

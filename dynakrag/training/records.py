@@ -66,6 +66,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dynakrag.errors import UserInputError, one_line
 from dynakrag.files import atomic_writer, read_jsonl
+from dynakrag.policy.features import FeatureInputs
 from dynakrag.state import ACTIONS
 
 __all__ = [
@@ -140,7 +141,7 @@ class TransitionFields(TypedDict, total=False):
     history: list[str]
     feature_version: int
     features: list[float]
-    state: dict[str, Any]
+    state: FeatureInputs
     budgets: dict[str, int]
     valid: list[str]
     action: str
