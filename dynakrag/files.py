@@ -35,7 +35,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeAlias
 
 import numpy as np
 
@@ -44,6 +44,8 @@ from dynakrag.errors import ConfigurationError, UserInputError, one_line
 __all__ = [
     "MAX_ARCHIVE_BYTES",
     "META_KEY",
+    "JsonObject",
+    "JsonValue",
     "ModelFileError",
     "atomic_writer",
     "canonical_json_line",
@@ -224,6 +226,13 @@ def loads_json(text: str) -> Any:
         raise ValueError(exc.msg) from None
     except RecursionError:  # absurdly deep nesting: malformed, not a crash
         raise ValueError("nested too deeply") from None
+
+
+JsonValue: TypeAlias = "str | int | float | bool | list[JsonValue] | dict[str, JsonValue] | None"
+"""Any value JSON holds, as :func:`json.loads` gives it."""
+JsonObject: TypeAlias = "dict[str, JsonValue]"
+"""A JSON object as :func:`json.loads` gives it: for data whose shape is not fixed yet (a
+model's reply before it is validated)."""
 
 
 def json_safe(value: Any) -> Any:

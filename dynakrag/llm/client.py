@@ -38,6 +38,7 @@ from tenacity import (
 )
 
 from dynakrag.errors import ModelUnavailableError
+from dynakrag.files import JsonObject
 from dynakrag.prompts.replies import Reply
 
 logger = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ def estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4) if text else 0
 
 
-def parse_json_object(text: str) -> dict[str, Any] | None:
+def parse_json_object(text: str) -> JsonObject | None:
     """The first JSON object in ``text`` (code fences and chatter around it are ignored)."""
     text = text.strip()
     fenced = re.search(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL)
@@ -147,7 +148,7 @@ class LLMClient:
         *,
         max_tokens: int | None = None,
         schema: Mapping[str, Any] | None = None,
-    ) -> tuple[dict[str, Any] | None, Usage]:
+    ) -> tuple[JsonObject | None, Usage]:
         """The reply as a JSON object, or None when no reply gave one.
 
         ``schema``: a JSON schema the reply must follow. In JSON mode it is sent as
@@ -418,7 +419,7 @@ def _cut_usage(error: BaseException, prompt_text: str) -> Usage:
     return Usage(1, estimate_tokens(prompt_text), estimate_tokens(_cut_text(error)))
 
 
-def repair_cut_json(text: str | None) -> dict[str, Any] | None:
+def repair_cut_json(text: str | None) -> JsonObject | None:
     """The JSON object a reply cut mid-way was writing, from its complete items: the text up to
     the last complete value (a string, number or bracketed value ended, or a comma after one),
     with the brackets still open closed; None when no complete prefix is a JSON object.
