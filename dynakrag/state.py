@@ -10,6 +10,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
 
+from dynakrag.files import JsonObject
+
 ActionName = Literal[
     "retrieve_more",
     "gap_query",
@@ -179,9 +181,102 @@ class Decision(TypedDict):
     explanation: Explanation
 
 
-class TraceEntry(TypedDict, total=False):
-    """One action of a run, as :func:`dynakrag.actions.common.action_update` records it; each
-    action adds its own details (a search's ``results``, a check's ``sufficient``...)."""
+class HopQuestion(TypedDict):
+    """One question the chain asked the generator
+    (:func:`dynakrag.actions.chain.resolve_hops`)."""
+
+    hop: int
+    question: str
+    answer: str | None
+    verdict: NotRequired[str]
+    """Why the answer stood or did not; set once the answer is judged."""
+
+
+class HopOutcome(TypedDict):
+    """Where one hop stands after a sufficiency check (its trace entry's ``hops``)."""
+
+    hop: int
+    status: HopStatus
+    answer: str | None
+    why: str
+
+
+class VerdictRecord(TypedDict):
+    """An abstention verdict's JSON-ready fields
+    (:meth:`dynakrag.actions.grounding.AbstentionVerdict.record`)."""
+
+    abstained: bool
+    abstain_code: str
+    abstain_reason: str
+    answer_citations: list[str]
+    grounding: str
+
+
+class AnswerPassage(TypedDict):
+    """A passage DICS keeps because it states a verified sub-answer."""
+
+    sub_question: str
+    answer: str
+    passage: str
+
+
+class HopPassage(TypedDict):
+    """A passage DICS keeps for a hop of the chain, and how it serves it."""
+
+    hop: int
+    passage: str
+    how: str
+
+
+class TraceDetails(TypedDict, total=False):
+    """What each action adds to its trace entry besides the common fields (the ``details`` of
+    :func:`dynakrag.actions.common.action_update`)."""
+
+    # A search (retrieve_more, gap_query, bridge_entity_expand, rewrite_query).
+    search_query: str
+    entity: str
+    """bridge_entity_expand: the entity searched."""
+    rewritten_query: str
+    fallback: bool
+    """rewrite_query: the rewrite fell back to a rule; stop_answer: the answer did."""
+
+    # sufficiency_check.
+    sufficient: bool
+    gaps: list[str]
+    parsed: bool
+    ungrounded_answers: list[str]
+    missing_entities: list[str]
+    plan: list[str]
+    """With a chain: the sub-questions planned at this check (absent once planned)."""
+    hops_asked: list[HopQuestion]
+    hops: list[HopOutcome]
+
+    # compress_answer_evidence.
+    kept: list[str]
+    dropped: int
+    criteria: list[str]
+    criteria_fallback: str | None
+    dics_mode: str
+    dics_choices: list[JsonObject]
+    answer_passages: list[AnswerPassage]
+    extraction: JsonObject
+    """DS-RAG's question analysis, as it records it."""
+    hop_passages: list[HopPassage]
+    evidence_verdict: VerdictRecord | None
+
+    # stop_answer (and the verdict's fields, :class:`VerdictRecord`).
+    answer: str
+    final_docs: int
+    abstained: bool
+    abstain_code: str
+    abstain_reason: str
+    answer_citations: list[str]
+    grounding: str
+
+
+class TraceEntry(TraceDetails, total=False):
+    """One action of a run, as :func:`dynakrag.actions.common.action_update` records it: the
+    common fields below, and the action's own :class:`TraceDetails`."""
 
     step: int
     action: str

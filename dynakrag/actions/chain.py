@@ -54,7 +54,7 @@ from dynakrag.actions.statements import (
 from dynakrag.decomposition import REFERENCE, resolve_references
 from dynakrag.entity_classes import entity_class
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
-from dynakrag.state import Document, Hop, Rejection, SubQuestion
+from dynakrag.state import Document, Hop, HopQuestion, Rejection, SubQuestion
 
 __all__ = [
     "MAX_HOP_PASSAGES",
@@ -347,13 +347,13 @@ def resolve_hops(
     question: str,
     evidence: Sequence[Document],
     llm: LLMClient,
-) -> tuple[list[Hop], Usage, list[dict[str, Any]]]:
+) -> tuple[list[Hop], Usage, list[HopQuestion]]:
     """Resolve the open hops, in order, from ``evidence``; each hop is asked only over passages
     it was not shown before. Returns the hops, the model usage and one record per question
     asked (hop, text, answer, verdict)."""
     hops = [Hop(**hop) for hop in hops]  # type: ignore[typeddict-item]
     usage = NO_USAGE
-    log: list[dict[str, Any]] = []
+    log: list[HopQuestion] = []
     while True:
         index = next_open_hop(hops)
         if index is None:
@@ -374,7 +374,7 @@ def resolve_hops(
             llm, text, docs, hop["via_sentences"], yes_no=hop["expects"] == "yes/no"
         )
         usage += call_usage
-        entry: dict[str, Any] = {"hop": index + 1, "question": text, "answer": answer}
+        entry: HopQuestion = {"hop": index + 1, "question": text, "answer": answer}
         log.append(entry)
         # A small model may answer with a sentence ("X was born in Drumena."): the one name
         # in it that stands is the answer.
@@ -452,7 +452,7 @@ def _close_or_reopen(
     question: str,
     evidence: Sequence[Document],
     llm: LLMClient,
-    log: list[dict[str, Any]],
+    log: list[HopQuestion],
 ) -> tuple[Usage, bool]:
     """Fail hop ``index`` when its searches are spent, and then reopen the hop it depends on
     (:func:`_reopen_source`, its question logged); whether hop ``index`` starts again."""
@@ -467,7 +467,7 @@ def _close_or_reopen(
 
 def _reopen_source(
     hops: list[Hop], index: int, question: str, evidence: Sequence[Document], llm: LLMClient
-) -> tuple[Usage, dict[str, Any] | None]:
+) -> tuple[Usage, HopQuestion | None]:
     """Hop ``index`` failed: the earlier hop whose answer it asks about may have named the
     wrong entity (a cast list names several actresses; a later hop finds nothing about the
     one taken). That hop is asked once more over its own passages with its answer ruled out;
@@ -488,7 +488,7 @@ def _reopen_source(
     answer, usage = _ask(
         llm, text, docs, source["via_sentences"], ruled_out, yes_no=source["expects"] == "yes/no"
     )
-    entry: dict[str, Any] = {"hop": source_index + 1, "question": text, "answer": answer}
+    entry: HopQuestion = {"hop": source_index + 1, "question": text, "answer": answer}
     statement, why = None, "the passages state no other answer"
     if answer is not None and normalised(answer) in {normalised(r) for r in ruled_out}:
         why = f"{answer!r} was ruled out"

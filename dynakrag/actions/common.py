@@ -8,7 +8,7 @@ from typing import Any, cast
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.retrieval.base import Searcher
-from dynakrag.state import Document, State, StateUpdate, TraceEntry
+from dynakrag.state import Document, State, StateUpdate, TraceDetails, TraceEntry
 
 
 @dataclass
@@ -27,7 +27,7 @@ def action_update(
     retrieval_calls: int = 0,
     added: list[Document] | None = None,
     counts_as_step: bool = True,
-    details: dict[str, Any] | None = None,
+    details: TraceDetails | None = None,
     **changes: Any,
 ) -> StateUpdate:
     """The partial state update of one action: its changes plus trace and accounting."""
@@ -45,7 +45,7 @@ def action_update(
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
     }
-    entry.update(details or {})  # type: ignore[typeddict-item]  # each action's own keys
+    entry.update(details or {})  # each action's own keys
     update: StateUpdate = {
         "trace": [entry],
         "steps": 1 if counts_as_step else 0,

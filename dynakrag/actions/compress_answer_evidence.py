@@ -12,7 +12,6 @@ by the passage that states it, the others by DICS's choice.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from dynakrag.actions.chain import evidence_verdict, hop_text
 from dynakrag.actions.chain_answer import chain_passages
@@ -23,7 +22,7 @@ from dynakrag.actions.sufficiency_check import is_grounded
 from dynakrag.actions.text import content_words, looks_like_value, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, Usage
-from dynakrag.state import Document, State, StateUpdate
+from dynakrag.state import Document, State, StateUpdate, TraceDetails
 
 
 def support_score(doc: Document, focus_words: set[str], answers: list[str]) -> float:
@@ -66,7 +65,7 @@ def _candidates(evidence: list[Document]) -> list[tuple[str, str]]:
 
 def dics_compress(
     state: State, resources: Resources, cfg: Configuration
-) -> tuple[list[Document], Usage, dict[str, Any]]:
+) -> tuple[list[Document], Usage, TraceDetails]:
     """DS-RAG selection inside the graph: one passage per selection criterion, plus the
     passages that state verified sub-answers, in evidence order (at most ``max_final_docs``).
 
@@ -93,7 +92,7 @@ def dics_compress(
     stated = answer_passages(state)
     keep = set(selection.selected_ids) | {doc["id"] for _, _, doc in stated}
     kept = [doc for doc in evidence if doc["id"] in keep][: cfg.max_final_docs]
-    details = {
+    details: TraceDetails = {
         "criteria": [criterion.text for criterion in selection.criteria.criteria],
         "criteria_fallback": selection.criteria.fallback,
         "dics_mode": selection.dics.mode,
@@ -107,7 +106,7 @@ def dics_compress(
     return (kept or evidence[: cfg.max_final_docs]), analysis.usage, details
 
 
-def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usage, dict[str, Any]]:
+def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usage, TraceDetails]:
     """DICS with a chain of hops: one selection criterion per hop. A resolved hop's criterion
     is served by the passage that states its answer; the others' by DICS's choice among the
     evidence (the GS selector over each hop's own criterion, no model call). Kept: the fewest
@@ -140,7 +139,7 @@ def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usag
                 serves.setdefault(str(choice.chunk_id), []).append(number)
                 how[number] = "chosen by DICS"
     kept = [doc for doc in evidence if doc["id"] in serves][: cfg.max_final_docs]
-    details = {
+    details: TraceDetails = {
         "dics_mode": "hops",
         "hop_passages": [
             {"hop": number, "passage": passage, "how": how[number]}
@@ -158,7 +157,7 @@ def compress_answer_evidence(state: State, resources: Resources, cfg: Configurat
     original order."""
     evidence = state.get("evidence", [])
     usage = NO_USAGE
-    details: dict[str, Any] = {}
+    details: TraceDetails = {}
     if cfg.compression == "passthrough":
         kept = evidence[: cfg.max_final_docs]
     elif cfg.compression == "dics":

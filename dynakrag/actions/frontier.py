@@ -16,7 +16,7 @@ from dynakrag.actions.statements import names_entity
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, Usage
 from dynakrag.retrieval.provenance import search_with_provenance
-from dynakrag.state import Document, State, StateUpdate
+from dynakrag.state import Document, State, StateUpdate, TraceDetails
 
 
 def acquire(
@@ -99,7 +99,7 @@ def acquisition_update(
     search_query: str,
     *,
     usage: Usage = NO_USAGE,
-    details: dict[str, Any] | None = None,
+    details: TraceDetails | None = None,
     names: Sequence[str] = (),
     **changes: Any,
 ) -> StateUpdate:

@@ -44,10 +44,11 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from dynakrag import prompts, values
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
+from dynakrag.state import VerdictRecord
 
 __all__ = [
     "EVIDENCE_VERDICT",
@@ -68,7 +69,7 @@ __all__ = [
     "verdict_from_record",
 ]
 
-EVIDENCE_VERDICT = "evidence_verdict"
+EVIDENCE_VERDICT: Final = "evidence_verdict"
 """Trace key under which ``compress_answer_evidence`` records :func:`abstention_before_answer`
 of the evidence it compressed (None: no reason to abstain), for ``stop_answer`` after it."""
 
@@ -339,7 +340,7 @@ class AbstentionVerdict:
     ``yes_no``, ``verified`` (the generator confirmed it), or empty."""
     usage: Usage = field(default=NO_USAGE, compare=False)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> VerdictRecord:
         """The verdict's JSON-ready fields, for trace entries and evaluation records."""
         return {
             "abstained": self.abstained,

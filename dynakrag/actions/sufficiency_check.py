@@ -33,7 +33,7 @@ from dynakrag.actions.text import content_words, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.decomposition import REFERENCE, decompose, one_fact, resolve_references
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
-from dynakrag.state import Document, State, StateUpdate, SubQuestion
+from dynakrag.state import Document, State, StateUpdate, SubQuestion, TraceDetails
 
 # EPQD makes one sub-question per part; long DS-RAG questions have up to ~10 parts.
 MAX_EPQD_SUB_QUESTIONS = 10
@@ -88,7 +88,7 @@ def sufficiency_check(state: State, resources: Resources, cfg: Configuration) ->
     queried = state.get("queried_gaps", [])
     gaps = open_gaps(sub_questions, queried)
     sufficient = all(answer is not None for answer in answers)
-    details: dict[str, Any] = {"parsed": parsed, "ungrounded_answers": rejected}
+    details: TraceDetails = {"parsed": parsed, "ungrounded_answers": rejected}
     if cfg.abstain:
         missing = missing_entities(question, evidence)
         searched = {gap.lower() for gap in [*queried, *gaps]}
@@ -106,7 +106,7 @@ def _verdict(
     gaps: list[str],
     sub_questions: list[SubQuestion],
     bridge_entities: list[str],
-    details: dict[str, Any],
+    details: TraceDetails,
     **changes: Any,
 ) -> StateUpdate:
     """The check's update: whether the evidence suffices and the gaps, in the state and in the
@@ -170,7 +170,7 @@ def _check_chain(state: State, resources: Resources, cfg: Configuration) -> Stat
                                                      *hops[index]["queries"]]}  # fmt: skip
             gaps = [] if text.lower() in searched else [text]
     sufficient = chain_complete(hops)
-    details = {
+    details: TraceDetails = {
         **({"plan": planned} if planned else {}),
         "hops_asked": asked,
         "hops": [
