@@ -4,11 +4,18 @@ parsed values (dates, numbers), and the passages that cite it (:mod:`dynakrag.ac
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
-from dynakrag.actions.answer_kind import answers_what_is_asked, asked_for, not_an_option
+from dynakrag.actions.answer_kind import (
+    answers_what_is_asked,
+    asked_for,
+    expected_kind,
+    not_an_option,
+)
 from dynakrag.actions.chain import chain_complete, hop_entities
-from dynakrag.actions.statements import mentions
+from dynakrag.actions.grounding import is_yes_no, normalised
+from dynakrag.actions.statements import mentions, sentences
 from dynakrag.choices import offered_options
 from dynakrag.decomposition import REFERENCE, leads_to_last
 from dynakrag.state import Hop
@@ -21,7 +28,13 @@ from dynakrag.values import (
     date_as_asked,
 )
 
-__all__ = ["chain_answer", "chain_passages", "comparison_answer", "is_bridge_chain"]
+__all__ = [
+    "chain_answer",
+    "chain_passages",
+    "comparison_answer",
+    "conjunction_answer",
+    "is_bridge_chain",
+]
 
 
 def _references(hop: Hop) -> set[int]:
@@ -94,7 +107,38 @@ def chain_answer(question: str, hops: Sequence[Hop]) -> tuple[str, str] | None:
     compared = comparison_answer(question, hops)
     if compared is not None:
         return compared[0], "comparison"
+    both = conjunction_answer(question, hops)
+    if both is not None:
+        return both, "conjunction"
     return None
+
+
+_LEADING_CONJUNCTION = re.compile(r"^(?:and|but|also)\s+", re.IGNORECASE)
+
+
+def conjunction_answer(question: str, hops: Sequence[Hop]) -> str | None:
+    """ "yes" or "no" for a yes/no question that holds when each of its yes/no hops does ("Are
+    A and B both shrubs?", "Is A found in Africa? And is B found all over?"): "no" as soon as
+    one hop says no, "yes" when all say yes. None when the question is not asked yes/no in
+    every part, offers a choice ("Is A or B ...?"), or a hop is not a resolved yes/no that
+    stands alone (no reference to another hop's answer)."""
+    if len(hops) < 2 or offered_options(question) is not None:
+        return None
+    if re.search(r"\b(?:or|either|neither)\b", question, re.IGNORECASE):
+        return None
+    asked = [_LEADING_CONJUNCTION.sub("", s) for s in sentences(question) if s.endswith("?")]
+    if not asked or any(expected_kind(part)[0] != "yes/no" for part in asked):
+        return None
+    answers = []
+    for hop in hops:
+        answer = str(hop["answer"] or "")
+        if hop["status"] != "resolved" or _references(hop) or not is_yes_no(answer):
+            return None
+        answers.append(normalised(answer).split()[0])
+    return "no" if any(a in _NO for a in answers) else "yes"
+
+
+_NO = frozenset({"no", "nein", "non", "nao", "não"})  # the noes of grounding.is_yes_no
 
 
 def chain_passages(hops: Iterable[Hop]) -> list[str]:

@@ -636,3 +636,34 @@ def test_a_yes_no_hop_is_asked_to_say_no_when_its_passage_rules_it_out() -> None
     other = plan_hops(["In which city was Ilsa Marr born?"])
     resolve_hops(other, "In which city was Ilsa Marr born?", [own], model)
     assert prompts.HOP_TASK in asked[1] and prompts.HOP_YES_NO_TASK not in asked[1]
+
+
+@pytest.mark.parametrize(
+    ("question", "parts", "answers", "expected"),
+    [
+        ("Are Ilsa Marr and Tom Reyl both entrepreneurs?",
+         ["Is Ilsa Marr an entrepreneur?", "Is Tom Reyl an entrepreneur?"], ["yes", "no"], "no"),
+        ("Are Ilsa Marr and Tom Reyl both entrepreneurs?",
+         ["Is Ilsa Marr an entrepreneur?", "Is Tom Reyl an entrepreneur?"], ["Yes", "yes"], "yes"),
+        ("Is Prynvale a city? And is Vardonia a country?",
+         ["Is Prynvale a city?", "Is Vardonia a country?"], ["yes", "yes"], "yes"),
+        # A choice, or a question asking which one, is not a conjunction.
+        ("Is Ilsa Marr or Tom Reyl an entrepreneur?",
+         ["Is Ilsa Marr an entrepreneur?", "Is Tom Reyl an entrepreneur?"], ["yes", "no"], None),
+        ("Which of Ilsa Marr and Tom Reyl is an entrepreneur?",
+         ["Is Ilsa Marr an entrepreneur?", "Is Tom Reyl an entrepreneur?"], ["yes", "no"], None),
+        # A hop the model did not answer yes or no leaves it to the reader.
+        ("Are Ilsa Marr and Tom Reyl both entrepreneurs?",
+         ["Is Ilsa Marr an entrepreneur?", "Is Tom Reyl an entrepreneur?"], ["yes", "Ambelwyn"],
+         None),
+    ],
+)  # fmt: skip
+def test_a_yes_no_question_holding_when_each_part_does_is_computed_from_its_hops(
+    question: str, parts: list[str], answers: list[str], expected: str | None
+) -> None:
+    hops = plan_hops(parts)
+    for hop, answer in zip(hops, answers, strict=True):
+        hop.update(status="resolved", answer=answer)
+    given = chain_answer(question, hops)
+    assert (given[0] if given else None) == expected
+    assert given is None or given[1] == "conjunction"
