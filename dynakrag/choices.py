@@ -20,9 +20,6 @@ _LEAD = r"(?:[,:][\"”’']?\s*|\b(?:[a-z]+er|(?:more|fewer|less)\s+[a-z]+|firs
 """What leads into the two options at a question's end: a comma or a colon ("..., A or B?",
 "... first: A or B?"), or a comparative with no comma ("higher A or B ?", "more species A or
 B ?", "younger A or B ?")."""
-_EITHER = re.compile(rf"{_LEAD}(?:the\s+)?({NAME}),?\s+or\s+(?:the\s+)?({NAME})\s*[?.!]*\s*$")
-"""", A or B?" at the end, or "older A or B?" with no comma ("who is younger Keith Bostic or
-Jerry Glanville ?")."""
 _AUXILIARY_CHOICE = re.compile(
     rf"^(?:Is|Was|Are|Were|Did|Does|Do|Has|Have|Had|Will|Would|Can|Could)\s+(?:the\s+)?"
     rf"({NAME}),?\s+or\s+(?:the\s+)?({NAME})(?=\s+[a-z])"
@@ -35,6 +32,8 @@ _DATE_VERB = re.compile(
     re.IGNORECASE,
 )
 _PARTICIPLE_OF = {"came out": "released"}  # "When was X came out?" reads "When was X released?"
+_POSSESSED = re.compile(r"\b(?:has|have|had|whose|with)\b", re.IGNORECASE)
+"""A thing the options have, named before the date verb: the date is that thing's."""
 _AGE = re.compile(r"\b(?:older|oldest|younger|youngest|elder)\b", re.IGNORECASE)
 
 
@@ -43,24 +42,22 @@ def compared_dates(question: str) -> list[str] | None:
     by when something happened to them ("Between A and B, who is older?", "Which was founded
     first, A or B?"): the verb is the question's own, "born" for a person's age ("who ...
     older"); None when the question is no such comparison."""
-    pair = (
-        _BETWEEN.search(question)
-        or _EITHER.search(question)
-        or _AUXILIARY_CHOICE.search(question.strip())
-    )
+    pair = offered_options(question)
     if pair is None or not (EARLIER.search(question) or LATER.search(question)):
         return None
     verb = _DATE_VERB.search(question)
+    age = _AGE.search(question)
+    anchor = verb or age
+    if anchor is None or _POSSESSED.search(question[: anchor.start()]):
+        return None  # "Which film has the director born later, A or B?": the director's date
     if verb is not None:
         action = verb.group(1).lower()
         action = _PARTICIPLE_OF.get(action, action)
-    elif _AGE.search(question) and re.search(r"\bwho\b", question, re.IGNORECASE):
+    elif re.search(r"\bwho\b", question, re.IGNORECASE):
         action = "born"
     else:
         return None
-    first, second = pair.group(1), pair.group(2)
-    if first.lower() == second.lower():
-        return None
+    first, second = pair
     return [f"When was {first} {action}?", f"When was {second} {action}?"]
 
 

@@ -458,6 +458,17 @@ def test_two_names_compared_by_age_get_a_date_hop_each() -> None:
     assert compared_dates("Is Ada Voss older than Tom Reyl?") is None
     assert compared_dates("Who is older, the founder of Orbis or Tom Reyl?") is None
     assert compared_dates("Which city is larger, Prynvale or Ambelwyn?") is None
+    # The date of a thing the options have (their director's) is not the options' own.
+    assert (
+        compared_dates("Which film has the director who died later, Blue Harbor or Dust?") is None
+    )
+    assert compared_dates("Which film has the producer who is older, Blue Harbor or Dust?") is None
+    assert compared_dates("Which film whose director was born first, Blue Harbor or Dust?") is None
+    # A title written with a colon is one option.
+    assert compared_dates("Which film came out first, V-Day: Until Dawn or Dust Roads?") == [
+        "When was V-Day: Until Dawn released?",
+        "When was Dust Roads released?",
+    ]
 
 
 def test_a_possessive_names_the_hops_entity() -> None:
