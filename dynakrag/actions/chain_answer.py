@@ -14,7 +14,7 @@ from dynakrag.actions.answer_kind import (
     not_an_option,
 )
 from dynakrag.actions.chain import chain_complete, hop_entities
-from dynakrag.actions.grounding import is_yes_no, normalised
+from dynakrag.actions.grounding import is_yes_no, says_no
 from dynakrag.actions.statements import mentions, sentences
 from dynakrag.choices import offered_options
 from dynakrag.decomposition import REFERENCE, leads_to_last
@@ -129,16 +129,13 @@ def conjunction_answer(question: str, hops: Sequence[Hop]) -> str | None:
     asked = [_LEADING_CONJUNCTION.sub("", s) for s in sentences(question) if s.endswith("?")]
     if not asked or any(expected_kind(part)[0] != "yes/no" for part in asked):
         return None
-    answers = []
-    for hop in hops:
-        answer = str(hop["answer"] or "")
-        if hop["status"] != "resolved" or _references(hop) or not is_yes_no(answer):
-            return None
-        answers.append(normalised(answer).split()[0])
-    return "no" if any(a in _NO for a in answers) else "yes"
-
-
-_NO = frozenset({"no", "nein", "non", "nao", "não"})  # the noes of grounding.is_yes_no
+    answers = [str(hop["answer"] or "") for hop in hops]
+    if any(
+        hop["status"] != "resolved" or _references(hop) or not is_yes_no(answer)
+        for hop, answer in zip(hops, answers, strict=True)
+    ):
+        return None
+    return "no" if any(says_no(answer) for answer in answers) else "yes"
 
 
 def chain_passages(hops: Iterable[Hop]) -> list[str]:

@@ -132,7 +132,8 @@ _STOP_WORDS = frozenset(
 _REPLACEMENT = "\ufffd"
 _WORD = re.compile(r"[^\W_]+")
 _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-_YES_NO = frozenset("yes no ja nein oui non si sim nao sí não".split())
+_NO = frozenset("no nein non nao não".split())
+_YES_NO = frozenset("yes ja oui si sim sí".split()) | _NO
 _PREFIX = 5
 _NUMBER_IN_QUESTION = re.compile(r"(?<![\w.,])\d[\d,.]*\d(?![\w])")
 _QUOTED = re.compile(r'"([^"]{2,})"|“([^”]{2,})”|«\s*([^»]{2,}?)\s*»|„([^“”]{2,})[“”]')
@@ -414,6 +415,12 @@ def is_yes_no(answer: str) -> bool:
     """Whether ``answer`` is a yes or a no (its first word, in several languages)."""
     tokens = _tokens(answer)
     return bool(tokens) and tokens[0] in _YES_NO
+
+
+def says_no(answer: str) -> bool:
+    """Whether ``answer`` is a no (its first word, in the languages of :func:`is_yes_no`)."""
+    tokens = _tokens(answer)
+    return bool(tokens) and tokens[0] in _NO
 
 
 # --------------------------------------------------------------------------------------------
