@@ -8,7 +8,7 @@ Counters are merged by addition so each node returns only its own deltas.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
+from typing import Annotated, Literal, NotRequired, TypedDict, get_args
 
 from dynakrag.files import JsonObject
 
@@ -44,6 +44,25 @@ def merge_accounting(
     return merged
 
 
+class RetrieverRank(TypedDict):
+    """One retriever that ranked a passage (:attr:`Hit.sources
+    <dynakrag.retrieval.provenance.Hit.sources>` as JSON)."""
+
+    retriever: str
+    rank: int
+    score: float
+
+
+class RouteChoice(TypedDict):
+    """A routed searcher's choice for a query (:meth:`RoutedHit.to_dict
+    <dynakrag.routing.retriever.RoutedHit.to_dict>`): the tier and why (the query's average
+    IDF)."""
+
+    tier: int
+    tier_name: str
+    avg_idf: float
+
+
 class Document(TypedDict, total=False):
     """One evidence passage with its provenance."""
 
@@ -57,9 +76,9 @@ class Document(TypedDict, total=False):
     retriever: str
     """Which retriever found it (e.g. dense, bm25, hybrid), at ``rank`` in its search."""
     rank: int
-    sources: list[dict[str, Any]]
+    sources: list[RetrieverRank]
     """Every retriever that ranked it: ``{retriever, rank, score}``."""
-    route: dict[str, Any]
+    route: RouteChoice
     """With a routed searcher: the tier chosen for the query and the query's average IDF."""
 
 
@@ -144,6 +163,19 @@ class ContinuationCheck(TypedDict):
     guard: bool
 
 
+class BudgetRecord(TypedDict):
+    """Where a run stood against its token budget at a decision
+    (:meth:`BudgetStatus.to_json <dynakrag.policy.token_budget.BudgetStatus.to_json>`)."""
+
+    token_budget: int
+    spent: int
+    remaining: int
+    correction: float
+    """The prompt correction used, rounded to 4 places."""
+    price: dict[str, float]
+    """Per action: its expected tokens plus those of the answer after it (rounded to 0.1)."""
+
+
 class Explanation(TypedDict, total=False):
     """Why the controller chose an action (:mod:`dynakrag.policy.explain`); plain JSON, so it
     is checkpointed like the rest of the state."""
@@ -159,8 +191,8 @@ class Explanation(TypedDict, total=False):
     lambda_source: str
     tokens: dict[str, float]
     """The choice's token estimate (``TokenEstimate.to_json``)."""
-    budget: dict[str, Any]
-    """The token budget when one is set (``BudgetStatus.to_json``)."""
+    budget: BudgetRecord
+    """The token budget when one is set."""
     feature_version: int
     values: dict[str, ValueBreakdown]
     """Learned policies only: the choice's and the runner-up's value breakdown."""
@@ -292,6 +324,29 @@ class TraceEntry(TraceDetails, total=False):
     completion_tokens: int
 
 
+class FrontierStats(TypedDict, total=False):
+    """Statistics of one search (:func:`dynakrag.actions.frontier.acquire`), what the policy
+    features read to judge whether another search is worth it. A search writes every key; the
+    state's ``frontier`` is empty (``{}``) before the first one."""
+
+    exhausted: bool
+    """No unseen candidate is left in the ranked list."""
+    query: str
+    candidates: int
+    """Ranked candidates the search returned (at most ``frontier_depth``)."""
+    depth_reached: int
+    """Rank of the last passage taken (0: none taken)."""
+    unseen_left: int
+    """Candidates not yet in the evidence after this search."""
+    top_score: float
+    added_mean_score: float
+    """Mean score of the passages taken (0.0: none)."""
+    margin: float
+    """Top-1 minus top-2 score (0.0 with fewer than two candidates)."""
+    dropped: int
+    """Candidates the searcher left out (:data:`dynakrag.retrieval.provenance.Dropped`)."""
+
+
 class InputState(TypedDict):
     """What a caller provides."""
 
@@ -307,7 +362,7 @@ class StateUpdate(TypedDict, total=False):
     """The current retrieval query (the question until rewritten)."""
     evidence: list[Document]
     """Evidence so far, in acquisition order (de-duplicated by id)."""
-    frontier: dict[str, Any]
+    frontier: FrontierStats
     """Statistics of the last retrieval: query, depth reached, scores, unseen candidates left."""
     sub_questions: list[SubQuestion]
     hops: list[Hop]

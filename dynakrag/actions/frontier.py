@@ -16,7 +16,7 @@ from dynakrag.actions.statements import names_entity
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, Usage
 from dynakrag.retrieval.provenance import search_with_provenance
-from dynakrag.state import Document, State, StateUpdate, TraceDetails
+from dynakrag.state import Document, FrontierStats, State, StateUpdate, TraceDetails
 
 
 def acquire(
@@ -26,7 +26,7 @@ def acquire(
     query: str,
     action: str,
     names: Sequence[str] = (),
-) -> tuple[list[Document], dict[str, Any]]:
+) -> tuple[list[Document], FrontierStats]:
     """Search ``query`` and take the best ``docs_per_action`` passages not yet in evidence.
 
     With ``names`` (the entities a hop asks about) the candidates that name one of them exactly
@@ -69,7 +69,7 @@ def acquire(
             added[-1]["route"] = provenance["route"]
     scores = [float(hit.score) for hit in hits]
     unseen_left = sum(1 for hit in hits if hit.passage.id not in seen)
-    frontier = {
+    frontier: FrontierStats = {
         "exhausted": unseen_left == 0,
         "query": query,
         "candidates": len(hits),

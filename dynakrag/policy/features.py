@@ -57,7 +57,7 @@ from dynakrag.actions.chain import next_open_hop, searches_left
 from dynakrag.actions.text import content_words, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.files import json_safe
-from dynakrag.state import ACTIONS, Document, Hop, State, SubQuestion
+from dynakrag.state import ACTIONS, Document, FrontierStats, Hop, State, SubQuestion
 
 __all__ = [
     "ACTION_FEATURE_NAMES",
@@ -367,7 +367,7 @@ def state_values(state: State | Mapping[str, Any], cfg: Configuration) -> dict[s
     if state.get("evidence_count_at_check") is None:
         checked_at = -1
 
-    frontier = state.get("frontier") or {}
+    frontier: FrontierStats = state.get("frontier") or {}
     top = _number(frontier.get("top_score"))
     added_mean = _number(frontier.get("added_mean_score"))
     depth = max(1, cfg.frontier_depth)
@@ -476,7 +476,7 @@ class FeatureInputs(TypedDict, total=False):
 
     question: str
     query: str
-    frontier: dict[str, Any]
+    frontier: FrontierStats
     sub_questions: list[SubQuestion]
     hops: list[Hop]
     gaps: list[str]
