@@ -43,7 +43,7 @@ from typing import Any
 
 from dynakrag import prompts
 from dynakrag.configuration import Configuration
-from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, Document, State
+from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, BudgetRecord, Document, State
 
 __all__ = [
     "BUDGET_RULE",
@@ -323,7 +323,7 @@ class BudgetStatus:
             a for a, price in self.price.items() if price > self.remaining and a not in self.exempt
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BudgetRecord:
         return {
             "token_budget": self.budget,
             "spent": self.spent,

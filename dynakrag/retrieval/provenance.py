@@ -15,6 +15,7 @@ from typing import Any
 from dynakrag.errors import UserInputError
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
+from dynakrag.state import RetrieverRank
 
 Dropped = dict[str, Any]
 """A candidate left out of the results: ``{"passage_id", "retriever", "rank", "score",
@@ -42,6 +43,9 @@ class Hit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (passage fields flattened), e.g. for graph state or traces."""
+        sources: list[RetrieverRank] = [
+            {"retriever": name, "rank": rank, "score": score} for name, rank, score in self.sources
+        ]
         data: dict[str, Any] = {
             "id": self.passage.id,
             "title": self.passage.title,
@@ -49,10 +53,7 @@ class Hit:
             "score": self.score,
             "retriever": self.retriever,
             "rank": self.rank,
-            "sources": [
-                {"retriever": name, "rank": rank, "score": score}
-                for name, rank, score in self.sources
-            ],
+            "sources": sources,
         }
         if self.passage.parent_id is not None:
             data["parent_id"] = self.passage.parent_id

@@ -58,6 +58,7 @@ from dynakrag.retrieval.provenance import (
 from dynakrag.retrieval.views import first_sentence
 from dynakrag.routing.decisions import DecisionLog, RoutingDecision, check_tier_names, tier_index
 from dynakrag.routing.thresholds import PercentileThresholds
+from dynakrag.state import RouteChoice
 
 __all__ = [
     "IDF_PERCENTILES",
@@ -282,7 +283,12 @@ class RoutedHit(Hit):
     def to_dict(self) -> dict[str, Any]:
         """:meth:`Hit.to_dict` plus ``"route": {"tier", "tier_name", "avg_idf"}``."""
         data = super().to_dict()
-        data["route"] = {"tier": self.tier, "tier_name": self.tier_name, "avg_idf": self.avg_idf}
+        route: RouteChoice = {
+            "tier": self.tier,
+            "tier_name": self.tier_name,
+            "avg_idf": self.avg_idf,
+        }
+        data["route"] = route
         return data
 
 
