@@ -31,6 +31,7 @@ from dynakrag.eval.methods.base import Evidence, Method, MethodResult, is_answer
 from dynakrag.llm.client import NO_USAGE, ClientWrapper, LLMClient, Messages, Usage
 from dynakrag.policy.base import Policy
 from dynakrag.retrieval.base import Searcher
+from dynakrag.state import TraceEntry
 
 
 class AnswerlessLLM(ClientWrapper):
@@ -254,6 +255,8 @@ class DynakragMethod(Method):
         )
 
 
-def _compact_step(entry: dict[str, Any]) -> dict[str, Any]:
+def _compact_step(entry: TraceEntry) -> TraceEntry:
     """A trace entry without the per-step score table (kept: action, valid set, query, added)."""
-    return {key: value for key, value in entry.items() if key != "scores"}
+    compact = entry.copy()
+    compact.pop("scores", None)
+    return compact
