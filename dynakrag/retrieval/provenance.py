@@ -10,18 +10,34 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from dynakrag.errors import UserInputError
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
-from dynakrag.state import RetrieverRank
+from dynakrag.state import RetrieverRank, RouteChoice
 
 Dropped = dict[str, Any]
 """A candidate left out of the results: ``{"passage_id", "retriever", "rank", "score",
 "reason", ...}`` (plain JSON values, ready for graph state or a trace)."""
 
 ProvenanceResult = tuple[list["Hit"], list[Dropped]]
+
+
+class HitRecord(TypedDict, total=False):
+    """:meth:`Hit.to_dict`: the passage's fields flattened, with its provenance; ``parent_id``,
+    ``via`` and ``route`` only where they apply."""
+
+    id: str
+    title: str
+    text: str
+    score: float
+    retriever: str
+    rank: int
+    sources: list[RetrieverRank]
+    parent_id: str
+    via: list[str]
+    route: RouteChoice
 
 
 @dataclass(frozen=True)
@@ -41,12 +57,12 @@ class Hit:
     sources: tuple[tuple[str, int, float], ...]
     via: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> HitRecord:
         """JSON-friendly form (passage fields flattened), e.g. for graph state or traces."""
         sources: list[RetrieverRank] = [
             {"retriever": name, "rank": rank, "score": score} for name, rank, score in self.sources
         ]
-        data: dict[str, Any] = {
+        data: HitRecord = {
             "id": self.passage.id,
             "title": self.passage.title,
             "text": self.passage.text,

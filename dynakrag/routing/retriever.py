@@ -32,7 +32,6 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
@@ -51,6 +50,7 @@ from dynakrag.retrieval.passage import Passage
 from dynakrag.retrieval.provenance import (
     Dropped,
     Hit,
+    HitRecord,
     ProvenanceResult,
     ProvenanceSearchMixin,
     search_with_provenance,
@@ -280,7 +280,7 @@ class RoutedHit(Hit):
             **{**kept, "retriever": retriever}, tier=tier, tier_name=tier_name, avg_idf=avg_idf
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> HitRecord:
         """:meth:`Hit.to_dict` plus ``"route": {"tier", "tier_name", "avg_idf"}``."""
         data = super().to_dict()
         route: RouteChoice = {
