@@ -5,7 +5,14 @@ question asks for (:mod:`dynakrag.actions.answer_kind`). English common nouns on
 
 from __future__ import annotations
 
-__all__ = ["CLASS_HEADS", "CLASS_NOUNS", "PERSON_NOUNS", "RELATION_NOUNS", "entity_class"]
+__all__ = [
+    "CLASS_HEADS",
+    "CLASS_NOUNS",
+    "PERSON_NOUNS",
+    "RELATION_NOUNS",
+    "entity_class",
+    "lies_within",
+]
 
 CLASS_NOUNS: dict[str, frozenset[str]] = {
     "settlement": frozenset(
@@ -23,6 +30,9 @@ CLASS_NOUNS: dict[str, frozenset[str]] = {
     "group": frozenset("band team club party orchestra choir".split()),
 }
 """Entity classes by the common nouns that name them ("town" and "city" are one class)."""
+PLACE_SIZE = {"settlement": 0, "water": 0, "landform": 0, "region": 1, "country": 2}
+"""Place classes by size: a place of a smaller class lies within one of a larger class (a city
+within a region or a country, a region within a country)."""
 PERSON_NOUNS = frozenset(
     "person man woman people founder author writer director actor actress singer player "
     "coach composer painter artist inventor creator owner leader president ceo manager "
@@ -50,3 +60,11 @@ def entity_class(noun: str) -> str | None:
     word = noun.lower()
     singular = word[:-1] if word.endswith("s") and word[:-1] in CLASS_HEADS else word
     return next((name for name, nouns in CLASS_NOUNS.items() if singular in nouns), None)
+
+
+def lies_within(inner: str | None, outer: str | None) -> bool:
+    """Whether a place of class ``inner`` lies within one of class ``outer`` (a "settlement"
+    within a "country"); False for classes that are not places or not smaller."""
+    if inner not in PLACE_SIZE or outer not in PLACE_SIZE:
+        return False
+    return PLACE_SIZE[inner] < PLACE_SIZE[outer]

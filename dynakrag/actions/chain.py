@@ -52,13 +52,14 @@ from dynakrag.actions.statements import (
     whole_name,
 )
 from dynakrag.decomposition import REFERENCE, resolve_references
-from dynakrag.entity_classes import entity_class
+from dynakrag.entity_classes import entity_class, lies_within
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.state import Document, Hop, HopQuestion, Rejection, SubQuestion
 
 __all__ = [
     "MAX_HOP_PASSAGES",
     "SEARCHES_PER_HOP",
+    "asked_question",
     "chain_complete",
     "chain_failed",
     "hop_entities",
@@ -116,6 +117,23 @@ def _answers(hops: Sequence[Hop]) -> list[str | None]:
 def hop_text(hops: Sequence[Hop], index: int) -> str:
     """Hop ``index``'s question with the answers found so far written into its ``#k``."""
     return resolve_references(hops[index]["question"], _answers(hops))
+
+
+def asked_question(hops: Sequence[Hop], index: int) -> str:
+    """What hop ``index`` is asked: its question with the answers found so far, or, once it
+    went through a place smaller than the place it asks for ("born in the city of Rynford" for
+    "In which country was X born?"), which such place holds that one ("In which country is
+    Rynford?"): the smaller place's own passage states that, and rarely names the person."""
+    hop = hops[index]
+    text = hop_text(hops, index)
+    if not hop["via"] or not hop["via_sentences"] or hop["expects"] != "place":
+        return text
+    through = hop["via"][-1]
+    label = label_of(through, hop["via_sentences"][-1])
+    noun = hop["type_noun"].lower()
+    if label is None or not lies_within(entity_class(label), entity_class(noun)):
+        return text
+    return prompts.CONTAINING_PLACE_QUESTION.format(noun=noun, place=through)
 
 
 def next_open_hop(hops: Sequence[Hop]) -> int | None:
@@ -369,12 +387,12 @@ def resolve_hops(
                 continue  # the hop starts again from its source's new answer
             break
         hop["asked"] = [*hop["asked"], *(d["id"] for d in fresh)]
-        text = hop_text(hops, index)
+        asked = asked_question(hops, index)
         answer, call_usage = _ask(
-            llm, text, docs, hop["via_sentences"], yes_no=hop["expects"] == "yes/no"
+            llm, asked, docs, hop["via_sentences"], yes_no=hop["expects"] == "yes/no"
         )
         usage += call_usage
-        entry: HopQuestion = {"hop": index + 1, "question": text, "answer": answer}
+        entry: HopQuestion = {"hop": index + 1, "question": asked, "answer": answer}
         log.append(entry)
         # A small model may answer with a sentence ("X was born in Drumena."): the one name
         # in it that stands is the answer.

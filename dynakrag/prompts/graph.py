@@ -114,6 +114,9 @@ HOP_YES_NO_TASK = (
     'number); {"answer": "UNKNOWN"} when no passage says anything about it. Do not guess.'
 )
 HOP_REQUEST_END = "Answer JSON:"
+# A hop gone through a smaller place ("born in the city of Rynford" for "In which country was
+# X born?") is asked about that place: its own passage rarely names the person.
+CONTAINING_PLACE_QUESTION = "In which {noun} is {place}?"
 HOP_FACTS_TITLE = "found so far"
 HOP_RULED_OUT = "These answers proved wrong; give another or UNKNOWN:"
 ANSWER_REQUEST_END = "Answer:"

@@ -10,7 +10,7 @@ from langchain_core.messages import BaseMessage
 
 from dynakrag import build_graph, prompts
 from dynakrag.actions.answer_kind import expected_kind
-from dynakrag.actions.chain import plan_hops, resolve_hops
+from dynakrag.actions.chain import asked_question, plan_hops, resolve_hops
 from dynakrag.actions.statements import find_statement, label_of, whole_name
 from dynakrag.configuration import Configuration
 from dynakrag.decomposition import (
@@ -19,6 +19,7 @@ from dynakrag.decomposition import (
     one_fact,
     split_facts,
 )
+from dynakrag.entity_classes import lies_within
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
@@ -137,6 +138,33 @@ def test_a_city_found_for_a_country_extends_the_hop_through_the_city() -> None:
                                 LLMClient(model))  # fmt: skip
     assert hops[0]["status"] == "open" and hops[0]["via"] == ["Prynvale"]
     assert "city, not a country" in log[0]["verdict"]
+
+
+def test_a_hop_gone_through_a_city_asks_which_country_holds_the_city() -> None:
+    # The city's passage states its country and never names the person born there: the hop
+    # is asked about the city, so a model that answers only what a passage states finds it.
+    question = "In which country was Ilsa Marr born?"
+    facts = {question: "Prynvale", "In which country is Prynvale?": "Vardonia"}
+    evidence = [{"id": p.id, "title": p.title, "text": p.text} for p in (PASSAGES[3], PASSAGES[5])]
+    hops, _, log = resolve_hops(plan_hops([question]), question, evidence,
+                                LLMClient(hop_responder({}, facts)))  # fmt: skip
+    assert [entry["question"] for entry in log] == [question, "In which country is Prynvale?"]
+    assert hops[0]["status"] == "resolved" and hops[0]["answer"] == "Vardonia"
+    assert hops[0]["passage"] == "city-prynvale"
+
+
+def test_only_a_smaller_place_is_asked_about_its_container() -> None:
+    assert lies_within("settlement", "country") and lies_within("region", "country")
+    assert not lies_within("country", "settlement") and not lies_within("country", "country")
+    assert not lies_within("organisation", "country") and not lies_within(None, "country")
+    # Asked for a city, a hop gone through a country keeps its own question.
+    hops = plan_hops(["In which city was Ilsa Marr born?"])
+    grew_up = "Ilsa Marr grew up in the country of Vardonia."
+    hops[0].update(via=["Vardonia"], via_sentences=[grew_up])
+    assert asked_question(hops, 0) == "In which city was Ilsa Marr born?"
+    hops = plan_hops(["In which country was Ilsa Marr born?"])
+    hops[0].update(via=["Prynvale"], via_sentences=["Ilsa Marr was born in the city of Prynvale."])
+    assert asked_question(hops, 0) == "In which country is Prynvale?"
 
 
 def test_a_three_hop_chain_is_followed_to_its_end_and_cites_every_hop() -> None:
