@@ -11,13 +11,22 @@ Part ``set`` (TRAIN rows and the demo corpus only; never eval rows):
   never mentions (:data:`ABSENT_ENTITY_QUESTIONS`, several phrasings and languages);
 * ``malformed``: inputs with nothing to answer (:data:`MALFORMED_QUESTIONS`);
 * ``answerable``, as many: the next ``--limit`` train questions per dataset over the same pool
-  (their paragraphs intact), and demo-corpus questions over the demo corpus.
+  (their paragraphs intact), and demo-corpus questions over the demo corpus;
+* ``answerable_reworded`` (``--reworded`` only): each answerable question asked in other words,
+  so that an abstention on a paraphrase shows. Demo-corpus questions take the demo world
+  benchmark's wordings (``demo_world.REWORDINGS``, chosen as ``demo_world.py --reworded``
+  chooses them); dataset questions are paraphrased by the configured generator, one call each
+  (:data:`PARAPHRASE_SYSTEM`, temperature 0, through the LLM disk cache, journalled in
+  ``<name>-runs/paraphrases.jsonl``). A paraphrase is kept only when it still names every
+  capitalised word, quoted title and number of the question (:func:`missing_names`) and is not
+  the question again; the others are dropped and counted by reason.
 
 Reported per method and setting: abstention recall (share of the unanswerable questions with
 no answer, per kind), abstention precision (share of the abstentions that were on unanswerable
-questions), and on the answerable ones the abstain rate and answer F1 (an abstention scores as
-the empty answer). With abstention off the only "abstention" is the reader's own
-"insufficient evidence", counted as one.
+questions, against the ``answerable`` questions; ``precision_reworded``: against the reworded
+ones instead), and on the answerable ones (each kind apart) the abstain rate and answer F1 (an
+abstention scores as the empty answer). With abstention off the only "abstention" is the
+reader's own "insufficient evidence", counted as one.
 
 Part ``eval``: answer F1, EM and the abstain rate on the first ``--eval-limit`` HotpotQA EVAL
 rows (open setting), abstention off and on, for each method: a measurement of the finished
@@ -30,14 +39,18 @@ calls until their paths differ). Progress lines with an ETA go to stderr. Writes
 ``<name>.json`` and ``<name>.md`` under ``--out-dir``.
 
     .venv/bin/python benchmarks/abstention.py --datasets hotpotqa --limit 20
+    .venv/bin/python benchmarks/abstention.py --parts set --limit 20 --reworded
     .venv/bin/python benchmarks/abstention.py --parts eval --eval-limit 60
     .venv/bin/python benchmarks/abstention.py --fake-llm --retriever bm25 --limit 2   # smoke
+    .venv/bin/python benchmarks/abstention.py --fake-llm --retriever bm25 --limit 2 --reworded \
+        --parts set   # smoke of the reworded kind (a scripted paraphrase)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -50,6 +63,7 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))  # the shared helpers beside this script, also when imported
 
+import demo_world  # noqa: E402  (its REWORDINGS: the demo questions in other words)
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from multihop import QA_DATASETS, add_run_options  # noqa: E402
 from runstore import (  # noqa: E402
@@ -67,11 +81,15 @@ from dynakrag.data.datasets import load_examples, open_corpus  # noqa: E402
 from dynakrag.eval.methods import get_method  # noqa: E402
 from dynakrag.eval.metrics import f1_score, normalize_answer  # noqa: E402
 from dynakrag.eval.runner import evaluate, git_commit  # noqa: E402
+from dynakrag.llm.client import LLMClient  # noqa: E402
 from dynakrag.retrieval.passage import Passage  # noqa: E402
 
 METHODS = ("naive", "dynakrag")
 SETTINGS = ("off", "on")
 DEMO = "demo"
+ANSWERABLE = "answerable"
+REWORDED = "answerable_reworded"
+ANSWERABLE_KINDS = (ANSWERABLE, REWORDED)
 SECONDS_PER_QUESTION = {"naive": 15.0, "dynakrag": 35.0}
 """Rough seconds a question takes on the embedded 1.5B model on 2 cores (README speed table:
 naive 18.6 s, heuristic graph 31.4 s median on HotpotQA), for the first ETA."""
@@ -115,16 +133,21 @@ class Item:
 
     id: str
     kind: str
-    """``removed_support``, ``absent_entity``, ``malformed`` or ``answerable``."""
+    """``removed_support``, ``absent_entity``, ``malformed``, ``answerable`` or
+    ``answerable_reworded``."""
     corpus: str
     """A dataset name (its pooled train paragraphs) or ``demo``."""
     question: str
     answers: tuple[str, ...] = ()
     removed: tuple[str, ...] = field(default=(), repr=False)
+    original: str = ""
+    """The question before rewording (``answerable_reworded`` only)."""
+    reworded_by: str = ""
+    """Who reworded it: ``demo_world.REWORDINGS`` or ``generator``."""
 
     @property
     def answerable(self) -> bool:
-        return self.kind == "answerable"
+        return self.kind in ANSWERABLE_KINDS
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -138,6 +161,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--policy", default=None, help="the graph's policy (default: configured)")
     parser.add_argument("--retriever", default=None, choices=("dense", "bm25", "hybrid"))
+    parser.add_argument(
+        "--reworded",
+        action="store_true",
+        help="set part: also ask each answerable question in other words (answerable_reworded)",
+    )
     add_run_options(parser, "abstention", "a scripted reader that invents answers (smoke runs)")
     return parser.parse_args(argv)
 
@@ -146,8 +174,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 # The set
 
 
-def build_set(datasets: Sequence[str], limit: int) -> tuple[list[Item], dict[str, list[Passage]]]:
-    """The questions and the corpus each is asked of (see the module doc)."""
+def build_set(
+    datasets: Sequence[str], limit: int, *, reworded: bool = False
+) -> tuple[list[Item], dict[str, list[Passage]]]:
+    """The questions and the corpus each is asked of (see the module doc). With ``reworded``,
+    the demo-corpus answerable questions also in their ``demo_world`` wording; the dataset
+    questions' paraphrases come from the generator (:func:`paraphrased_items`)."""
     from dynakrag.data.demo import demo_passages
     from dynakrag.data.demo_corpus import generate_demo_corpus
 
@@ -194,11 +226,173 @@ def build_set(datasets: Sequence[str], limit: int) -> tuple[list[Item], dict[str
         Item(f"malformed-{i:02d}", "malformed", DEMO, q) for i, q in enumerate(MALFORMED_QUESTIONS)
     ]
     wanted = len(ABSENT_ENTITY_QUESTIONS) + len(MALFORMED_QUESTIONS)
+    asked = demo.questions[:wanted]
     items += [
-        Item(f"demo-answerable-{q.id}", "answerable", DEMO, q.question, (q.answer,))
-        for q in demo.questions[:wanted]
+        Item(f"demo-answerable-{q.id}", ANSWERABLE, DEMO, q.question, (q.answer,)) for q in asked
     ]
+    if reworded:
+        items += [
+            Item(
+                f"demo-reworded-{q.id}",
+                REWORDED,
+                DEMO,
+                demo_world.reworded(q, DEMO_SEED),
+                (q.answer,),
+                original=q.question,
+                reworded_by="demo_world.REWORDINGS",
+            )
+            for q in asked
+        ]
     return items, corpora
+
+
+# --------------------------------------------------------------------------------------------
+# Dataset questions in other words
+
+PARAPHRASE_SYSTEM = (
+    "You reword questions. Write the given question in other words so that it asks exactly the "
+    "same thing. Keep every name, title and number exactly as written. Reply with the reworded "
+    "question only, on one line."
+)
+"""The system prompt of the one paraphrase call per dataset question (the benchmark's own:
+no part of dynakrag reads it)."""
+
+FUNCTION_WORDS = frozenset(
+    """a an the and or but nor of in on at to for from by with as into onto about after before
+    over under between than then so if not no yes is are was were be been being am do does did
+    has have had will would can could shall should may might must who whom whose which what
+    when where why how whether that this these those it its i he she they we you his her their
+    our your my me him them us there here both either neither all any each some one many much
+    more most also""".split()
+)
+"""Words that a capital letter does not make a name (a question's first word, "The")."""
+
+_WORD = re.compile(r"[^\W\d_]+")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_QUOTED = re.compile(r'"([^"]+)"|\u201c([^\u201d]+)\u201d|\u2018([^\u2019]+)\u2019')
+
+
+def _spaced(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def missing_names(original: str, paraphrase: str) -> list[str]:
+    """What ``paraphrase`` no longer names of ``original``: each capitalised word (not a
+    :data:`FUNCTION_WORDS` word; matched as a whole word, any case), each quoted title (its
+    text, quotes optional) and each number (digit grouping aside), in the original's order.
+    Empty: the paraphrase keeps them all."""
+    words = {word.casefold() for word in _WORD.findall(paraphrase)}
+    numbers = {number.replace(",", "") for number in _NUMBER.findall(paraphrase)}
+    spaced = _spaced(paraphrase)
+    missing: list[str] = []
+    for match in _QUOTED.finditer(original):
+        title = next(group for group in match.groups() if group)
+        if _spaced(title) not in spaced:
+            missing.append(f'"{title}"')
+    for word in _WORD.findall(original):
+        if word[0].isupper() and word.casefold() not in FUNCTION_WORDS | words:
+            missing.append(word)
+    missing += [n for n in _NUMBER.findall(original) if n.replace(",", "") not in numbers]
+    return list(dict.fromkeys(missing))
+
+
+def clean_paraphrase(reply: str | None) -> str:
+    """The question in a paraphrase reply: its first non-empty line without a leading label
+    ("Reworded question:") or enclosing quotes."""
+    line = next((line.strip() for line in (reply or "").splitlines() if line.strip()), "")
+    line = re.sub(r"^(?:reworded question|paraphrase|question)\s*:\s*", "", line, flags=re.I)
+    if len(line) > 1 and line[0] in '"\u201c' and line[-1] in '"\u201d':
+        inner = line[1:-1]
+        if not re.search('["\u201c\u201d]', inner):
+            line = inner.strip()
+    return line
+
+
+def paraphrase_verdict(original: str, paraphrase: str) -> str | None:
+    """Why ``paraphrase`` is dropped (None: kept): ``no paraphrase``, ``same question`` or
+    ``drops <names>``."""
+    if not paraphrase:
+        return "no paraphrase"
+    if _spaced(paraphrase).rstrip(" ?.!") == _spaced(original).rstrip(" ?.!"):
+        return "same question"
+    missing = missing_names(original, paraphrase)
+    return f"drops {', '.join(missing)}" if missing else None
+
+
+def paraphrase_messages(question: str) -> list[tuple[str, str]]:
+    """The one paraphrase call of a dataset question."""
+    return [("system", PARAPHRASE_SYSTEM), ("human", f"Question: {question}\nReworded:")]
+
+
+def paraphrase_record(item: Item, llm: LLMClient) -> dict[str, Any]:
+    """The journal record of ``item``'s paraphrase: the reply, the question kept from it and
+    the verdict (``dropped``: why it is not asked, else None). A failed request raises, so
+    that no outage is journalled as a dropped paraphrase."""
+    failed = llm.failed_requests
+    reply, _usage = llm.text(paraphrase_messages(item.question), max_tokens=128)
+    if reply is None and llm.failed_requests > failed:
+        raise RuntimeError(f"abstention: the paraphrase call failed: {llm.last_error}")
+    paraphrase = clean_paraphrase(reply)
+    return {
+        "id": item.id,
+        "original": item.question,
+        "reply": reply,
+        "paraphrase": paraphrase,
+        "dropped": paraphrase_verdict(item.question, paraphrase),
+    }
+
+
+def paraphrased_items(
+    items: Sequence[Item], llm: LLMClient, journal: Path, *, quiet: bool = False
+) -> tuple[list[Item], dict[str, Any]]:
+    """The dataset answerable ``items`` reworded by the generator (one journalled call each,
+    :func:`paraphrase_record`), those whose paraphrase is kept; and the account of the
+    rewording: kept, dropped by reason, and each dropped one."""
+    wanted = [item for item in items if item.kind == ANSWERABLE and item.corpus != DEMO]
+    progress = Progress("abstention paraphrases", len(wanted), quiet=quiet)
+    records = journalled_records(
+        wanted,
+        lambda item: item.id,
+        journal,
+        lambda item: paraphrase_record(item, llm),
+        progress,
+        lambda item, record: f"{item.id} ({record['dropped'] or 'kept'})",
+    )
+    kept: list[Item] = []
+    dropped: list[dict[str, Any]] = []
+    for item, record in zip(wanted, records, strict=True):
+        if record["dropped"]:
+            dropped.append({k: record[k] for k in ("id", "original", "paraphrase", "dropped")})
+            continue
+        dataset, _, row = item.id.partition("-answerable-")
+        kept.append(
+            Item(
+                f"{dataset}-reworded-{row}",
+                REWORDED,
+                item.corpus,
+                record["paraphrase"],
+                item.answers,
+                original=item.question,
+                reworded_by="generator",
+            )
+        )
+    reasons: dict[str, int] = {}
+    for entry in dropped:
+        reason = "drops a name" if entry["dropped"].startswith("drops") else entry["dropped"]
+        reasons[reason] = reasons.get(reason, 0) + 1
+    account = {
+        "asked": len(wanted),
+        "kept": len(kept),
+        "dropped": len(dropped),
+        "dropped_by_reason": reasons,
+        "dropped_items": dropped,
+    }
+    return kept, account
+
+
+def scripted_paraphrase(question: str) -> str:
+    """The scripted reader's paraphrase (smoke runs): the question, framed otherwise."""
+    return f"Put another way: {question}"
 
 
 def inventing_reader(items: Sequence[Item]) -> BaseChatModel:
@@ -210,13 +404,21 @@ def inventing_reader(items: Sequence[Item]) -> BaseChatModel:
     from dynakrag.llm.fake import ScriptedChatModel
     from tests.fakes import demo_responder, prompt_kind
 
-    known = demo_responder({it.question: it.answers[0] for it in items if it.answerable})
-    answerable = {it.question for it in items if it.answerable}
+    answers = {it.question: it.answers[0] for it in items if it.answerable}
+    answers |= {  # the dataset questions' scripted paraphrases (asked with --reworded)
+        scripted_paraphrase(it.question): it.answers[0]
+        for it in items
+        if it.kind == ANSWERABLE and it.corpus != DEMO
+    }
+    known = demo_responder(answers)
+    answerable = set(answers)
 
     def respond(messages: list[Any]) -> str:
-        kind = prompt_kind(messages)
         text = str(messages[-1].content)
         asked = text.rsplit("Question: ", 1)[-1].splitlines()[0].strip()
+        if str(messages[0].content) == PARAPHRASE_SYSTEM:
+            return scripted_paraphrase(asked)
+        kind = prompt_kind(messages)
         if kind == prompts.VERIFY:
             return json.dumps({"supported": True})  # a yes-sayer: the string checks must hold
         if kind == prompts.ANSWER and asked not in answerable:
@@ -233,12 +435,18 @@ def is_abstention(record: dict[str, Any]) -> bool:
 
 
 def item_record(item: Item, result: Any, seconds: float) -> dict[str, Any]:
-    """One item's journal record: the item, its answer's F1 (answerable items) and the run."""
+    """One item's journal record: the item (a reworded one: with the question it rewords and
+    who reworded it), its answer's F1 (answerable items) and the run."""
     return {
         "id": item.id,
         "kind": item.kind,
         "corpus": item.corpus,
         "question": item.question,
+        **(
+            {"original_question": item.original, "reworded_by": item.reworded_by}
+            if item.original
+            else {}
+        ),
         "gold_answers": list(item.answers),
         "f1": f1_score(result.prediction, item.answers) if item.answerable else None,
         **result_record(result, seconds),
@@ -252,7 +460,7 @@ def run_set(
     from dynakrag.llm.factory import llm_client_from_config
     from dynakrag.routing.factory import build_searcher, needs_embeddings
 
-    items, corpora = build_set(args.datasets, args.limit)
+    items, corpora = build_set(args.datasets, args.limit, reworded=args.reworded)
     if chat_model is None and args.fake_llm:
         chat_model = inventing_reader(items)
         args.no_cache = True  # never mix scripted replies into the real model's cache
@@ -263,20 +471,37 @@ def run_set(
 
         embeddings = default_embeddings(batch_size=base.embedding_batch_size)
     searchers: dict[str, Any] = {}
-    total = len(items) * len(args.methods) * len(SETTINGS)
-    estimate = sum(SECONDS_PER_QUESTION[m] for m in args.methods) * len(items) * 1.5
-    print(
-        f"[abstention] {len(items)} questions x {len(args.methods)} methods x on/off = {total} "
-        f"runs; first estimate on the embedded model ~{estimate / 60:.0f} min (the 'on' runs "
-        "mostly replay the 'off' runs' cached calls)",
-        file=sys.stderr,
-        flush=True,
-    )
     cache = None if args.no_cache else SQLiteLLMCache.in_dir(base.cache_dir)
-    progress = Progress("abstention", total, quiet=args.quiet)
     runs: dict[str, list[dict[str, Any]]] = {}
+    rewording: dict[str, Any] | None = None
     try:
         llm = llm_client_from_config(base, chat_model=chat_model, cache=cache)
+        if args.reworded:
+            paraphrased, rewording = paraphrased_items(
+                items,
+                llm,
+                args.out_dir / f"{args.name}-runs" / "paraphrases.jsonl",
+                quiet=args.quiet,
+            )
+            items += paraphrased
+            rewording["demo"] = sum(1 for it in items if it.kind == REWORDED and it.corpus == DEMO)
+            if rewording["dropped"]:
+                print(
+                    f"[abstention] {rewording['dropped']} of {rewording['asked']} paraphrases "
+                    f"dropped: {rewording['dropped_by_reason']}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        total = len(items) * len(args.methods) * len(SETTINGS)
+        estimate = sum(SECONDS_PER_QUESTION[m] for m in args.methods) * len(items) * 1.5
+        print(
+            f"[abstention] {len(items)} questions x {len(args.methods)} methods x on/off = "
+            f"{total} runs; first estimate on the embedded model ~{estimate / 60:.0f} min (the "
+            "'on' runs mostly replay the 'off' runs' cached calls)",
+            file=sys.stderr,
+            flush=True,
+        )
+        progress = Progress("abstention", total, quiet=args.quiet)
         for method_name in args.methods:
             options = {"policy": args.policy} if method_name == "dynakrag" and args.policy else {}
             method = get_method(method_name, **options)
@@ -309,37 +534,45 @@ def run_set(
         "items": [asdict(item) for item in items],
         "corpus_sizes": {name: len(passages) for name, passages in corpora.items()},
         "retriever": retriever,
+        "rewording": rewording,
         "rows": rows,
         "runs": runs,
     }
 
 
 def score(key: str, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The table row of one (method, setting) run."""
+    """The table row of one (method, setting) run: recall on the unanswerable questions,
+    precision against the answerable ones (``precision_reworded``: against the reworded ones),
+    and the abstain rate and F1 of each answerable kind."""
     method, _, setting = key.rpartition("-")
-    unanswerable = [r for r in records if r["kind"] != "answerable"]
-    answerable = [r for r in records if r["kind"] == "answerable"]
-    abstained = [r for r in records if is_abstention(r)]
-    right = sum(1 for r in abstained if r["kind"] != "answerable")
+    unanswerable = [r for r in records if r["kind"] not in ANSWERABLE_KINDS]
+    right = sum(map(is_abstention, unanswerable))
 
     def rate(group: Sequence[dict[str, Any]]) -> float | None:
         return sum(map(is_abstention, group)) / len(group) if group else None
 
+    def precision(answerable: Sequence[dict[str, Any]]) -> float | None:
+        abstained = right + sum(map(is_abstention, answerable))
+        return right / abstained if abstained else None
+
     kinds = sorted({r["kind"] for r in unanswerable})
-    return {
+    row: dict[str, Any] = {
         "method": method,
         "abstain": setting,
         "n_unanswerable": len(unanswerable),
-        "n_answerable": len(answerable),
         "recall": rate(unanswerable),
-        "precision": right / len(abstained) if abstained else None,
         **{
             f"recall_{kind}": rate([r for r in unanswerable if r["kind"] == kind]) for kind in kinds
         },
-        "answerable_abstain_rate": rate(answerable),
-        "answerable_f1": statistics.fmean(r["f1"] for r in answerable) if answerable else None,
-        "llm_calls": statistics.fmean(r["llm_calls"] for r in records) if records else None,
     }
+    for kind in ANSWERABLE_KINDS:
+        group = [r for r in records if r["kind"] == kind]
+        row[f"n_{kind}"] = len(group)
+        row["precision" if kind == ANSWERABLE else "precision_reworded"] = precision(group)
+        row[f"{kind}_abstain_rate"] = rate(group)
+        row[f"{kind}_f1"] = statistics.fmean(r["f1"] for r in group) if group else None
+    row["llm_calls"] = statistics.fmean(r["llm_calls"] for r in records) if records else None
+    return row
 
 
 # --------------------------------------------------------------------------------------------
@@ -422,14 +655,18 @@ def markdown(result: dict[str, Any]) -> str:
     if "set" in result:
         part = result["set"]
         kinds = sorted({k for row in part["rows"] for k in row if k.startswith("recall_")})
+        reworded = any(row.get(f"n_{REWORDED}") for row in part["rows"])
+        extra = " reworded | precision (reworded) | abstain rate | F1 |" if reworded else ""
         out += [
             f"## Unanswerable and answerable questions (train rows + demo corpus, "
             f"{part['retriever']} retrieval)",
             "",
             "| method | abstain | unanswerable | recall | precision | "
             + " | ".join(k.removeprefix("recall_") for k in kinds)
-            + " | answerable | abstain rate | F1 | LLM calls |",
-            "|---" * (9 + len(kinds)) + "|",
+            + " | answerable | abstain rate | F1 |"
+            + extra
+            + " LLM calls |",
+            "|---" * (9 + len(kinds) + 4 * reworded) + "|",
         ]
         for row in part["rows"]:
             cells = [
@@ -442,10 +679,18 @@ def markdown(result: dict[str, Any]) -> str:
                 str(row["n_answerable"]),
                 fmt(row["answerable_abstain_rate"]),
                 fmt(row["answerable_f1"]),
-                fmt(row["llm_calls"], 2),
             ]
-            out.append("| " + " | ".join(cells) + " |")
+            if reworded:
+                cells += [
+                    str(row[f"n_{REWORDED}"]),
+                    fmt(row["precision_reworded"]),
+                    fmt(row[f"{REWORDED}_abstain_rate"]),
+                    fmt(row[f"{REWORDED}_f1"]),
+                ]
+            out.append("| " + " | ".join([*cells, fmt(row["llm_calls"], 2)]) + " |")
         out.append("")
+        if part.get("rewording"):
+            out += [rewording_line(part["rewording"]), ""]
     if "eval" in result:
         out += [
             "## HotpotQA eval rows (open setting), answerable",
@@ -462,6 +707,16 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def rewording_line(rewording: dict[str, Any]) -> str:
+    """The sentence under the table on how the reworded questions were made."""
+    reasons = ", ".join(f"{n} {why}" for why, n in sorted(rewording["dropped_by_reason"].items()))
+    return (
+        f"Reworded: {rewording['demo']} demo-corpus questions (demo_world.REWORDINGS) and "
+        f"{rewording['kept']} of {rewording['asked']} dataset questions paraphrased by the "
+        f"generator ({rewording['dropped']} dropped{': ' + reasons if reasons else ''})."
+    )
+
+
 def main(argv: list[str] | None = None, *, chat_model: BaseChatModel | None = None) -> int:
     """Run the benchmark; ``chat_model`` replaces the generator (tests)."""
     args = parse_args(argv)
@@ -476,6 +731,7 @@ def main(argv: list[str] | None = None, *, chat_model: BaseChatModel | None = No
             "policy": args.policy or base.policy,
             "seed": args.seed,
             "fake_llm": args.fake_llm,
+            "reworded": args.reworded,
             "git_commit": git_commit(),
         }
     }
