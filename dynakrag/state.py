@@ -280,6 +280,8 @@ class TraceDetails(TypedDict, total=False):
     missing_entities: list[str]
     plan: list[str]
     """With a chain: the sub-questions planned at this check (absent once planned)."""
+    checks_left_out: list[str]
+    """With a chain: planned hops that only checked a value the question states, left out."""
     hops_asked: list[HopQuestion]
     hops: list[HopOutcome]
 

@@ -31,7 +31,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dynakrag import prompts
-from dynakrag.actions.answer_kind import KIND_OF_CLASS, POSSESSIVE, expected_kind
+from dynakrag.actions.answer_kind import (
+    KIND_OF_CLASS,
+    POSSESSIVE,
+    answers_what_is_asked,
+    asked_for,
+    expected_kind,
+)
 from dynakrag.actions.grounding import (
     AbstentionVerdict,
     abstention_before_answer,
@@ -51,10 +57,12 @@ from dynakrag.actions.statements import (
     sentences,
     whole_name,
 )
+from dynakrag.choices import offered_options
 from dynakrag.decomposition import REFERENCE, resolve_references
 from dynakrag.entity_classes import entity_class, lies_within
 from dynakrag.llm.client import NO_USAGE, LLMClient, Usage
 from dynakrag.state import Document, Hop, HopQuestion, Rejection, SubQuestion
+from dynakrag.values import comparison_asked, dates_in, first_number
 
 __all__ = [
     "MAX_HOP_PASSAGES",
@@ -76,6 +84,7 @@ __all__ = [
     "resolve_hops",
     "searches_left",
     "sub_questions_of",
+    "without_trailing_checks",
 ]
 
 MAX_HOP_PASSAGES = 4
@@ -108,6 +117,48 @@ def plan_hops(sub_questions: Sequence[str]) -> list[Hop]:
             )
         )
     return hops
+
+
+def without_trailing_checks(question: str, hops: Sequence[Hop]) -> tuple[list[Hop], list[str]]:
+    """The plan less the hops at its end that only check a value the question itself states,
+    and those hops' questions: a yes/no hop in a question that asks no yes/no ("... by #1?"),
+    or a date or number hop that is not what the question asks for when the question writes a
+    date or number ("When was #1 founded?" for "Which college, founded in 1855, ...?"). Their
+    answers change nothing the chain answers (no later hop uses them, and the answer is the hop
+    before), while each costs a model call and its searches. Kept whole: a yes/no, choice or
+    comparison question, whose hops are its values, and a plan whose hop left does not ask for
+    what the question asks for."""
+    hops = list(hops)
+    if (
+        len(hops) < 2
+        or asked_for(question)[0] == "yes/no"
+        or offered_options(question) is not None
+        or comparison_asked(question) is not None
+    ):
+        return hops, []
+    kept = hops
+    while len(kept) > 1 and _checks_a_stated_value(question, kept[-1]):
+        kept = kept[:-1]
+    last = kept[-1]
+    if len(kept) == len(hops) or last["expects"] == "yes/no":
+        return hops, []  # a yes/no left to answer: the question asks yes or no after all
+    if not answers_what_is_asked(question, last):
+        return hops, []
+    return kept, [hop["question"] for hop in hops[len(kept) :]]
+
+
+def _checks_a_stated_value(question: str, hop: Hop) -> bool:
+    if hop["expects"] == "yes/no":
+        return True
+    if hop["expects"] not in ("date", "number") or answers_what_is_asked(question, hop):
+        return False
+    if hop["expects"] == "date":
+        return bool(dates_in(question) or _YEAR.search(question))
+    return first_number(question) is not None
+
+
+_YEAR = re.compile(r"\b(?:1[0-9]{3}|20[0-9]{2})\b")
+"""A year written alone ("founded in 1855"), which :func:`dates_in` does not count as a date."""
 
 
 def _answers(hops: Sequence[Hop]) -> list[str | None]:

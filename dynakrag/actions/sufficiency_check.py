@@ -25,6 +25,7 @@ from dynakrag.actions.chain import (
     plan_hops,
     resolve_hops,
     sub_questions_of,
+    without_trailing_checks,
 )
 from dynakrag.actions.common import Resources, action_update, evidence_window
 from dynakrag.actions.gaps import open_gaps
@@ -148,9 +149,10 @@ def _check_chain(state: State, resources: Resources, cfg: Configuration) -> Stat
     hops = state.get("hops") or []
     usage = NO_USAGE
     planned: list[str] = []
+    checks: list[str] = []
     if not hops:
         planned, usage = _plan(question, resources, cfg)
-        hops = plan_hops(planned)
+        hops, checks = without_trailing_checks(question, plan_hops(planned))
         if len(hops) == 1 and hops[0]["question"].strip().lower() == question.strip().lower():
             # The run's first retrieval searched this very question: the hop's own search.
             hops = note_search(hops, question)
@@ -172,6 +174,7 @@ def _check_chain(state: State, resources: Resources, cfg: Configuration) -> Stat
     sufficient = chain_complete(hops)
     details: TraceDetails = {
         **({"plan": planned} if planned else {}),
+        **({"checks_left_out": checks} if checks else {}),
         "hops_asked": asked,
         "hops": [
             {"hop": i + 1, "status": h["status"], "answer": h["answer"], "why": h["why"]}

@@ -10,7 +10,12 @@ from langchain_core.messages import BaseMessage
 
 from dynakrag import build_graph, prompts
 from dynakrag.actions.answer_kind import expected_kind
-from dynakrag.actions.chain import asked_question, plan_hops, resolve_hops
+from dynakrag.actions.chain import (
+    asked_question,
+    plan_hops,
+    resolve_hops,
+    without_trailing_checks,
+)
 from dynakrag.actions.statements import find_statement, label_of, whole_name
 from dynakrag.configuration import Configuration
 from dynakrag.decomposition import (
@@ -568,3 +573,45 @@ def test_a_hop_answered_with_a_sentence_takes_the_one_name_in_it_that_stands() -
     final = graph_for(ScriptedChatModel(respond=respond)).invoke({"question": question})
     assert final["answer"] == "Prynvale"
     assert final["hops"][0]["passage"] == "p-ilsa"
+
+
+def test_a_trailing_hop_that_only_checks_a_value_the_question_states_is_left_out() -> None:
+    question = "Ada Voss studied at what college that was founded in 1855?"
+    plan = ["Which college did Ada Voss study at?", "When was #1 founded?"]
+    kept, dropped = without_trailing_checks(question, plan_hops(plan))
+    assert [hop["question"] for hop in kept] == plan[:1] and dropped == plan[1:]
+    # A yes/no check of a question that asks for a person.
+    question = "Which engineer, born in Ambelstead, works at Selkthorn Robotics?"
+    plan = ["Who works at Selkthorn Robotics?", "Was #1 born in Ambelstead?"]
+    assert without_trailing_checks(question, plan_hops(plan))[1] == plan[1:]
+
+
+def test_hops_that_carry_the_answer_are_kept() -> None:
+    plans = {
+        # The date is what is asked.
+        "When was the founder of Selkthorn Robotics born?": [
+            "Who founded Selkthorn Robotics?", "When was #1 born?"],
+        # A comparison's dates are its values, years in the titles or not.
+        "Which came out first, Avalon (1990) or Brazil?": [
+            "When did Avalon (1990) come out?", "When did Brazil come out?"],
+        # A yes/no question's hops are its answer.
+        "Is Ada Voss older than 1970 and Ilsa Marr younger?": [
+            "Was Ada Voss born before 1970?", "Is Ilsa Marr younger?"],
+        # No date stated: the date hop is no check of one.
+        "Ada Voss studied at what college that was founded by a priest?": [
+            "Which college did Ada Voss study at?", "When was #1 founded?"],
+    }  # fmt: skip
+    for question, plan in plans.items():
+        kept, dropped = without_trailing_checks(question, plan_hops(plan))
+        assert dropped == [] and [hop["question"] for hop in kept] == plan, question
+
+
+def test_a_left_out_check_costs_no_model_call_and_shows_in_the_trace() -> None:
+    question = "Ada Voss works for what company that was founded in 1990?"
+    plan = ["Which company does Ada Voss work for?", "When was #1 founded?"]
+    facts = {plan[0]: "Selkthorn Robotics", "When was Selkthorn Robotics founded?": "1990"}
+    final = graph_for(hop_responder({question: plan}, facts)).invoke({"question": question})
+    assert final["answer"] == "Selkthorn Robotics"
+    assert [hop["question"] for hop in final["hops"]] == plan[:1]
+    assert final["llm_calls"] == 2  # the plan and the one hop
+    assert plan[1:] in [entry.get("checks_left_out") for entry in final["trace"]]
