@@ -142,6 +142,7 @@ _NAME_CONNECTORS = frozenset("of the de la le du da di del der den von van".spli
 """Lower-case words inside a name ("Walk the Line"); never "and", which joins two names."""
 # A capitalised word: an upper-case letter, then letters, digits, apostrophes or hyphens.
 _CAPITALISED_WORD = re.compile(r"^[^\W\d_][\w'’-]*$")
+_INITIALS = re.compile(r"(?:[A-Z]\.)+")
 
 
 def _fold(text: str) -> str:
@@ -215,6 +216,9 @@ def question_entities(question: str) -> list[str]:
 
     for position, raw in enumerate(words):
         word = raw.strip(_WORD_EDGES)
+        if _INITIALS.fullmatch(raw) and position + 1 < len(words) and capitalised(position + 1):
+            run.append(raw)  # "E. B. White", "George H. W. Bush": an initial's dot ends nothing
+            continue
         if capitalised(position):
             run.append(word)
         elif (

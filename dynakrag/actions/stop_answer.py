@@ -90,8 +90,11 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> State
         and cfg.abstain
         and not verdict.abstained
         and repeats_a_given_name(answer, question, question)
+        and not is_an_option(answer, question)
     ):
-        # The reader named the question's own subject, as a chain's hop may not either.
+        # The reader named the question's own subject, as a chain's hop may not either
+        # ("What do E. B. White and Dan Masterson have in common?" -> "E. B. White"); one of
+        # the names the question offers to choose from ("Between A and B, which ...?") stands.
         verdict = abstain("repeats_the_question", answer=answer)
     if hops and cfg.abstain and not verdict.abstained and not_an_option(answer, question):
         verdict = abstain("not_an_option", answer=answer)

@@ -294,6 +294,12 @@ def test_question_entities_are_names_quotes_and_numbers_in_any_language() -> Non
     ]
     assert question_entities("Who ran the firm in 1950?") == ["1950"]
     assert question_entities("Quién fundó Kestrel Labs?") == ["Kestrel Labs"]
+    # An initial's dot ends no name.
+    assert question_entities("What do E. B. White and Dan Masterson have in common?") == [
+        "E. B. White",
+        "Dan Masterson",
+    ]
+    assert question_entities("Did J.R.R. Tolkien teach at Leeds?") == ["J.R.R. Tolkien", "Leeds"]
     # Numbers are not required by default (a question's condition is often worded otherwise).
     assert missing_entities("Who ran Kestrel Labs in 1950?", docs("kestrel")) == []
     assert missing_entities("Who ran Kestrel Labs in 1950?", docs("kestrel"), numbers=True) == [

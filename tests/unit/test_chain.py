@@ -560,6 +560,16 @@ def test_a_reader_naming_the_questions_own_subject_does_not_stand() -> None:
         {"question": question}
     )
     assert final["abstained"] and final["answer"] == ""
+    # A name written with initials is one name.
+    question = "What do E. B. Voss and Ilsa Marr have in common?"
+    final = graph_for(hop_responder({}, {}, reads="E. B. Voss")).invoke({"question": question})
+    assert final["abstained"] and final["answer"] == ""
+
+
+def test_a_reader_choosing_one_of_the_names_a_question_offers_stands() -> None:
+    question = "Between Ilsa Marr and Tom Reyl, who was born earlier?"
+    final = graph_for(hop_responder({}, {}, reads="Tom Reyl")).invoke({"question": question})
+    assert not final["abstained"] and final["answer"] == "Tom Reyl"
 
 
 def test_a_hop_answered_with_a_sentence_takes_the_one_name_in_it_that_stands() -> None:
