@@ -33,6 +33,16 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DYNAKRAG_CACHE_DIR", str(tmp_path / "cache"))
 
 
+@pytest.fixture
+def joint_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The joint check at the paper's budget (``tests.joint.JOINT``) through ``DYNAKRAG_*``
+    variables, for tests of it that go through the CLI or ``Configuration.from_env``."""
+    from tests.joint import JOINT_ENV
+
+    for name, value in JOINT_ENV.items():
+        monkeypatch.setenv(name, value)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Leave no model server behind: end this session's leases on the embedded servers it
     started, then wait (bounded) for their supervisors to stop them; a server another process

@@ -164,8 +164,11 @@ def test_graph_part_compares_the_compressions(
     selector_file: Path,
     tmp_path: Path,
     isolated: None,
+    joint_env: None,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    # The joint check (joint_env): DICS draws its criteria from its sub-questions, one
+    # extraction a question (a chain's hops are criteria of their own, with no extraction).
     argv = ["--parts", "graph", "--graph-datasets", "hotpotqa", "--limit", "2",
             "--compressions", "dics", "heuristic", "passthrough", "--retriever", "bm25",
             "--policy", "fixed", "--fake-llm", "--selector", str(selector_file), "--quiet",

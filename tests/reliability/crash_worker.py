@@ -17,6 +17,7 @@ from dynakrag.graph.builder import build_graph
 from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.training import open_trajectory_log
 from tests.fakes import KeywordSearcher, demo_responder
+from tests.joint import joint_configuration
 from tests.reliability.support import demo_answers, demo_corpus
 
 
@@ -32,6 +33,7 @@ def main(path: str, tag: str) -> None:
     graph = build_graph(
         KeywordSearcher(demo_passages(corpus)),
         ScriptedChatModel(respond=respond),
+        configuration=joint_configuration(),  # the scripted reader answers the joint check
         checkpointer=saver,
     )
     for number in itertools.count():

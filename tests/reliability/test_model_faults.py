@@ -27,6 +27,7 @@ from dynakrag.graph.builder import build_graph
 from dynakrag.llm.client import LLMClient
 from dynakrag.state import ACTIONS
 from tests.fakes import KeywordSearcher, demo_responder
+from tests.joint import JOINT
 from tests.reliability.conftest import Recorder
 from tests.reliability.support import (
     FAULT_KINDS,
@@ -127,7 +128,9 @@ def http_graph(base_url: str, **settings: Any) -> Any:
     """The graph with the configured model: ChatOpenAI via chat_model_from_config."""
     corpus = demo_corpus()
     # Abstention off: these runs count answers the fake states without passages to ground them.
-    cfg = Configuration(llm_base_url=base_url, llm_model="fake", abstain=False, **settings)
+    cfg = Configuration(
+        llm_base_url=base_url, llm_model="fake", abstain=False, **{**JOINT, **settings}
+    )
     return build_graph(KeywordSearcher(demo_passages(corpus)), configuration=cfg), corpus
 
 
@@ -256,7 +259,9 @@ def test_cli_unreachable_model_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _abstention_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def _abstention_off(monkeypatch: pytest.MonkeyPatch, joint_env: None) -> None:
     """These tests count answers of fakes that state them without passages to ground them
-    (abstention would turn each into a no-answer); abstention has its own tests."""
+    (abstention would turn each into a no-answer); abstention has its own tests. The joint
+    check at the paper's budget (joint_env): the fakes answer its prompt, and the bound on
+    model calls counts its requests."""
     monkeypatch.setenv("DYNAKRAG_ABSTAIN", "0")

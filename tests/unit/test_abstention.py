@@ -37,6 +37,7 @@ from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.retrieval.passage import Passage
 from dynakrag.state import State, initial_state
 from tests.fakes import FixedSearcher, KeywordSearcher, demo_chat_model, prompt_kind
+from tests.joint import joint_configuration
 
 PASSAGES = [
     Passage("ada", "Ada Voss", "Ada Voss is an engineer who works at Kestrel Labs."),
@@ -51,7 +52,8 @@ PASSAGES = [
 ]
 HOP = "In which city is the headquarters of the company where Ada Voss works?"
 HOPS = {HOP: ["Which company does Ada Voss work for?", "In which city is the headquarters of #1?"]}
-OFF = Configuration(abstain=False)
+# The graph runs here take the joint check: the scripted readers answer its prompt.
+OFF = joint_configuration(abstain=False)
 
 
 def docs(*ids: str) -> list[dict[str, str]]:
@@ -93,12 +95,15 @@ def reader(answer: str, *, verdict: bool | None = None) -> Recorder:
 
 def graph_over(passages: Sequence[Passage], model: Any, cfg: Configuration | None = None) -> Any:
     return build_graph(
-        FixedSearcher(passages), model, configuration=cfg or Configuration(), policy="heuristic"
+        FixedSearcher(passages),
+        model,
+        configuration=cfg or joint_configuration(),
+        policy="heuristic",
     )
 
 
 def final_of(question: str, passages: Sequence[Passage], model: Any, **cfg: Any) -> dict:
-    return graph_over(passages, model, Configuration(**cfg)).invoke({"question": question})
+    return graph_over(passages, model, joint_configuration(**cfg)).invoke({"question": question})
 
 
 def assert_abstained(final: dict[str, Any], words: str) -> None:
@@ -346,7 +351,9 @@ def test_sufficiency_needs_the_question_names_in_the_evidence() -> None:
 
     question = "Was Goethe born before Tom Reyl?"
     state = state_with(question, docs("tom"))
-    update = sufficiency_check(state, resources_with(Recorder(everything_known)), Configuration())
+    update = sufficiency_check(
+        state, resources_with(Recorder(everything_known)), joint_configuration()
+    )
     assert update["sufficient"] is False
     assert "Goethe" in update["gaps"]  # searched for next
     assert update["trace"][0]["missing_entities"] == ["Goethe"]

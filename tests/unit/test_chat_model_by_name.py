@@ -153,8 +153,9 @@ def test_a_model_that_cannot_be_built_is_one_configuration_error_line(
 
 
 def test_ask_with_llm_answers_through_the_named_model(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], joint_env: None
 ) -> None:
+    # The joint check (joint_env): the scripted reader answers its prompt, not a hop's.
     corpus = generate_demo_corpus(7)
     question = corpus.questions[0]
     monkeypatch.setattr(

@@ -19,6 +19,7 @@ from dynakrag.data.demo import demo_passages
 from dynakrag.data.demo_corpus import generate_demo_corpus
 from dynakrag.graph.builder import build_graph
 from tests.fakes import KeywordSearcher, demo_chat_model
+from tests.joint import joint_configuration
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -237,7 +238,9 @@ def test_stream_run_prints_each_step_and_returns_the_final_state() -> None:
     corpus = generate_demo_corpus(7)
     q = corpus.questions[0]
     graph = build_graph(
-        KeywordSearcher(demo_passages(corpus)), demo_chat_model({q.question: q.answer})
+        KeywordSearcher(demo_passages(corpus)),
+        demo_chat_model({q.question: q.answer}),
+        configuration=joint_configuration(),  # the scripted reader answers the joint check
     )
     out = io.StringIO()
     final = output.stream_run(graph, q.question, out)

@@ -34,8 +34,9 @@ from dynakrag.training.fit import fit_policy
 from dynakrag.training.logged_runs import records_from_transitions
 from dynakrag.training.records import RECORD_SCHEMA, read_records, resume_collection
 from tests.fakes import KeywordSearcher, demo_chat_model
+from tests.joint import joint_configuration
 
-CFG = Configuration()
+CFG = joint_configuration()  # the demo reader answers the joint check; records pinned on it
 EXAMPLES = demo_examples()
 ANSWERS = {e.question: e.answers[0] for e in EXAMPLES}
 TRAIN = EXAMPLES[::3]  # every question kind
@@ -97,7 +98,9 @@ def test_replay_reproduces_the_graph(policy_cls: type, budgets: dict[str, Any]) 
     cfg = CFG.merged(budgets)
     seen: set[str] = set()
     for example in EXAMPLES[1::5]:
-        graph = build_graph(searcher_for(example), demo_chat_model(ANSWERS), policy=policy_cls())
+        graph = build_graph(
+            searcher_for(example), demo_chat_model(ANSWERS), configuration=CFG, policy=policy_cls()
+        )
         final = graph.invoke({"question": example.question}, {"configurable": budgets})
         actions = [entry["action"] for entry in final["trace"]]
         replayed = replay(example.question, actions, resources(example), cfg, policy=policy_cls())
@@ -357,13 +360,20 @@ def test_fit_refuses_bad_records(records: list[dict[str, Any]]) -> None:
         fit_policy([], progress=False)
 
 
+BUDGETS = ({}, {"max_steps": 2, "max_retrieval_calls": 1}, {"max_steps": 6})
+
+
 def test_trained_policy_runs_the_graph_within_budgets(trained: Path) -> None:
     policy = load_policy_file(trained)
     assert isinstance(policy, LearnedPolicy)
-    for budgets in ({}, {"max_steps": 2, "max_retrieval_calls": 1}, {"max_steps": 6}):
-        cfg = CFG.merged(budgets)
+    # On the joint check it was trained on, and on the default configuration's chain.
+    runs = [(base, budgets) for base in (CFG, Configuration()) for budgets in BUDGETS]
+    for base, budgets in runs:
+        cfg = base.merged(budgets)
         for example in UNSEEN:
-            graph = build_graph(searcher_for(example), demo_chat_model(ANSWERS), policy=policy)
+            graph = build_graph(
+                searcher_for(example), demo_chat_model(ANSWERS), configuration=base, policy=policy
+            )
             final = graph.invoke({"question": example.question}, {"configurable": budgets})
             actions = [entry["action"] for entry in final["trace"]]
             assert actions[-1] == "stop_answer"
@@ -379,7 +389,9 @@ def test_trained_policy_runs_the_graph_within_budgets(trained: Path) -> None:
     # It learned something: it finds at least as much gold support as always stopping early.
     recalls = []
     for example in UNSEEN:
-        graph = build_graph(searcher_for(example), demo_chat_model(ANSWERS), policy=policy)
+        graph = build_graph(
+            searcher_for(example), demo_chat_model(ANSWERS), configuration=CFG, policy=policy
+        )
         recalls.append(sr(graph.invoke({"question": example.question}), example))
     assert sum(recalls) / len(recalls) >= 0.5
 

@@ -33,9 +33,10 @@ from dynakrag.policy.learned import LearnedPolicy
 from dynakrag.policy.value_model import TreeEnsemble
 from dynakrag.training.collect import demo_examples
 from tests.fakes import KeywordSearcher, demo_chat_model
+from tests.joint import joint_configuration
 from tests.markers import needs_data
 
-CFG = Configuration()
+CFG = joint_configuration()  # the controller benchmark's setting: the paper's joint check
 EXAMPLES = demo_examples()
 ANSWERS = {e.question: e.answers[0] for e in EXAMPLES}
 SAMPLE = EXAMPLES[:48:8] + EXAMPLES[48::3]

@@ -28,6 +28,7 @@ from tests.fakes import (
     prompt_kind,
     tiny_selector_file,
 )
+from tests.joint import joint_configuration
 
 DIM = 64
 QUESTION = "Who is older, Taylor Swift or Neil Armstrong?"
@@ -80,7 +81,8 @@ class Model:
 
 
 def run(selector_path: Path, model: Model, **settings: Any) -> dict[str, Any]:
-    cfg = Configuration(
+    # The joint check: DICS reads its sub-questions (a chain's hops are criteria of their own).
+    cfg = joint_configuration(
         selector=str(selector_path), compression="dics", docs_per_action=5, **settings
     )
     graph = build_graph(

@@ -51,6 +51,7 @@ from tests.fakes import (
     prompt_kind,
     tiny_selector_file,
 )
+from tests.joint import JOINT
 
 DIM = 64
 METHOD_NAMES = ("dsrag", "nonqd-rerank", "epqd-rerank-subq", "epqd-rerank-origq")
@@ -492,7 +493,11 @@ def test_graph_with_dics_compression_and_epqd_decomposition(selector_path: Path)
     from dynakrag import build_graph
 
     checked: list[list[str]] = []
-    cfg = config(selector_path, compression="dics", decomposition="epqd", docs_per_action=8)
+    # The joint check: it asks EPQD's parts in one call (a chain asks them hop by hop and DICS
+    # takes its hops as the criteria).
+    cfg = config(
+        selector_path, compression="dics", decomposition="epqd", docs_per_action=8, **JOINT
+    )
     graph = build_graph(
         KeywordSearcher(CORPUS),
         ScriptedChatModel(respond=graph_responder(checked)),

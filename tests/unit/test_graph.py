@@ -24,6 +24,7 @@ from dynakrag.policy.registry import resolve_policy
 from dynakrag.policy.uniform import UniformPolicy
 from dynakrag.state import ACTIONS, TERMINAL_ACTIONS
 from tests.fakes import KeywordSearcher, demo_chat_model, demo_responder
+from tests.joint import joint_configuration
 
 COUNTERS = ("retrieval_calls", "llm_calls", "prompt_tokens", "completion_tokens")
 GOLD_KEY = re.compile(r"gold|support|label|ground_?truth|reference_answer", re.IGNORECASE)
@@ -139,14 +140,19 @@ def test_graph_has_the_seven_action_nodes_plus_prepare_and_controller(corpus: De
 def test_two_hop_question_ends_with_the_answer_and_both_gold_documents(
     corpus: DemoCorpus, qid: str
 ) -> None:
+    # The joint check (the scripted reader answers its prompt, not a hop's); the chain's own
+    # end-to-end runs are tests/unit/test_chain.py's.
     q = question(corpus, qid)
     assert q.hops == 2
-    graph = graph_for(corpus, {q.question: q.answer}, {q.question: name_hops(corpus, q)})
+    cfg = joint_configuration()
+    graph = graph_for(
+        corpus, {q.question: q.answer}, {q.question: name_hops(corpus, q)}, configuration=cfg
+    )
     final = graph.invoke({"question": q.question})
     assert final["answer"] == q.answer
     found = [doc["id"] for doc in final["evidence"]]
     assert set(q.support) <= set(found), found
-    check_final_state(final, Configuration())
+    check_final_state(final, cfg)
     actions = [entry["action"] for entry in final["trace"]]
     assert actions[0] == "retrieve_more"
     assert "sufficiency_check" in actions and "gap_query" in actions

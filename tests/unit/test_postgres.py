@@ -17,6 +17,7 @@ from dynakrag.postgres.checkpoints import postgres_saver
 from dynakrag.postgres.connections import connect, connection_pool, is_postgres_url, redact
 from dynakrag.postgres.local_server import LocalPostgres
 from tests.fakes import KeywordSearcher, demo_chat_model
+from tests.joint import joint_configuration
 
 
 @pytest.mark.parametrize(
@@ -82,6 +83,7 @@ def test_graph_checkpoints_survive_in_postgres(postgres_url: str) -> None:
         graph = build_graph(
             KeywordSearcher(demo_passages(corpus)),
             demo_chat_model({question.question: question.answer}),
+            configuration=joint_configuration(),  # the scripted reader answers the joint check
             checkpointer=saver,
         )
         final = graph.invoke({"question": question.question}, {"configurable": {"thread_id": "q"}})

@@ -20,6 +20,7 @@ from dynakrag.training import (
     read_transitions,
 )
 from tests.fakes import KeywordSearcher, demo_chat_model
+from tests.joint import joint_configuration
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,7 @@ def _run(corpus: DemoCorpus, log: Path, runs: dict[str, str]) -> dict[str, dict[
         graph = build_graph(
             KeywordSearcher(demo_passages(corpus)),
             demo_chat_model(answers),
+            configuration=joint_configuration(),  # the scripted reader answers the joint check
             checkpointer=saver,
         )
         return {

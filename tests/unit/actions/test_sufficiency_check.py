@@ -14,6 +14,7 @@ from dynakrag import prompts
 from dynakrag.actions.sufficiency_check import sufficiency_check
 from dynakrag.configuration import Configuration
 from dynakrag.state import Document
+from tests.joint import joint_configuration
 from tests.unit.actions.support import (
     QUESTION,
     SUB_QUESTIONS,
@@ -38,7 +39,7 @@ def test_sufficiency_check_decomposes_and_records_unknown_parts_as_resolved_gaps
     )
     res, searcher = resources(recorder)
     state = make_state(evidence=[doc("ada")], queried_gaps=[])
-    update = sufficiency_check(state, res, Configuration())
+    update = sufficiency_check(state, res, joint_configuration())
     entry = check_accounting(
         state,
         update,
@@ -74,7 +75,7 @@ def test_sufficiency_check_does_not_decompose_again_when_sub_questions_exist() -
         {"question": "In which city is the headquarters of #1?", "answer": None},
     ]
     state = make_state(evidence=[doc("ada"), doc("ada-painter")], sub_questions=known)
-    update = sufficiency_check(state, res, Configuration())
+    update = sufficiency_check(state, res, joint_configuration())
     assert prompts.DECOMPOSE not in recorder.kinds
     assert recorder.kinds == [prompts.SUFFICIENCY]
     prompt = str(recorder.calls[0][-1].content)
@@ -92,7 +93,7 @@ def test_sufficiency_check_leaves_unresolved_references_and_queried_gaps_out_of_
     )
     res, _ = resources(recorder)
     state = make_state(evidence=[doc("ada")], queried_gaps=[SUB_QUESTIONS[0].upper()])
-    update = sufficiency_check(state, res, Configuration())
+    update = sufficiency_check(state, res, joint_configuration())
     # Part 1 was queried already (case does not matter); parts 2 and 3 still say #1.
     assert update["gaps"] == []
     assert [s["question"] for s in update["sub_questions"]] == SUB_QUESTIONS
@@ -108,7 +109,7 @@ def test_a_sub_question_that_depends_on_an_unknown_answer_stays_unknown() -> Non
     )
     res, _ = resources(recorder)
     state = make_state(evidence=[doc("ada"), doc("kestrel")])
-    update = sufficiency_check(state, res, Configuration())
+    update = sufficiency_check(state, res, joint_configuration())
     assert [sub["answer"] for sub in update["sub_questions"]] == [None, None]
     assert update["sufficient"] is False
 
@@ -155,7 +156,7 @@ def test_sufficiency_check_is_sufficient_when_every_part_is_answered() -> None:
     )
     res, _ = resources(recorder)
     state = make_state(evidence=[doc("ada"), doc("kestrel")])
-    update = sufficiency_check(state, res, Configuration())
+    update = sufficiency_check(state, res, joint_configuration())
     assert update["sufficient"] is True
     assert update["gaps"] == []
     assert [s["answer"] for s in update["sub_questions"]] == ["Kestrel Labs", "Velford"]
@@ -171,7 +172,7 @@ def test_sufficiency_check_rejects_answers_the_evidence_does_not_state() -> None
     )
     res, _ = resources(recorder)
     update = sufficiency_check(
-        make_state(evidence=[doc("ada"), doc("kestrel")]), res, Configuration()
+        make_state(evidence=[doc("ada"), doc("kestrel")]), res, joint_configuration()
     )
     assert update["sufficient"] is False
     assert update["sub_questions"][1]["answer"] is None
@@ -197,7 +198,7 @@ def test_sufficiency_check_treats_an_unusable_reply_as_all_unknown(reply: str) -
     )
     res, _ = resources(recorder)
     state = make_state(evidence=[doc("ada"), doc("kestrel")])
-    update = sufficiency_check(state, res, Configuration())
+    update = sufficiency_check(state, res, joint_configuration())
     assert [s["answer"] for s in update["sub_questions"]] == [None, None]
     assert update["gaps"] == ["Which company does Ada Voss work for?", "Who founded Kestrel Labs?"]
     assert update["sufficient"] is False
@@ -207,7 +208,7 @@ def test_sufficiency_check_treats_an_unusable_reply_as_all_unknown(reply: str) -
 def test_sufficiency_check_falls_back_to_the_question_on_an_unusable_decomposition() -> None:
     recorder = by_prompt(decompose="no idea", sufficiency=_answers("UNKNOWN"))
     res, _ = resources(recorder)
-    update = sufficiency_check(make_state(evidence=[doc("ada")]), res, Configuration())
+    update = sufficiency_check(make_state(evidence=[doc("ada")]), res, joint_configuration())
     assert update["sub_questions"] == [{"question": QUESTION, "answer": None}]
     assert update["gaps"] == [QUESTION]
 
@@ -216,7 +217,7 @@ def test_sufficiency_check_survives_a_failing_model() -> None:
     recorder = failing()
     res, _ = resources(recorder)
     state = make_state(evidence=[doc("ada")])
-    update = sufficiency_check(state, res, Configuration())
+    update = sufficiency_check(state, res, joint_configuration())
     assert update["sub_questions"] == [{"question": QUESTION, "answer": None}]
     assert update["sufficient"] is False
     check_accounting(state, update, "sufficiency_check", retrieval_calls=0, llm_calls=2)
@@ -230,6 +231,6 @@ def test_sufficiency_check_counts_a_null_answer_as_unknown() -> None:
         evidence=evidence,
         sub_questions=[{"question": "Which robots of Ada Voss can swim?", "answer": None}],
     )
-    update = sufficiency_check(state, res, Configuration())
+    update = sufficiency_check(state, res, joint_configuration())
     assert update["sub_questions"][0]["answer"] is None
     assert update["sufficient"] is False

@@ -23,6 +23,7 @@ from dynakrag.retrieval.corpus import load_corpus
 from dynakrag.routing.factory import build_searcher
 from dynakrag.training import open_trajectory_log, run_config
 from tests.fakes import demo_chat_model
+from tests.joint import JOINT_ENV, joint_configuration
 
 # A user's own small world: who works where, and where each company is based. Every question
 # needs two hops (the person, then the company), and the company passages share no word with
@@ -67,8 +68,11 @@ def fake_llm() -> LLMClient:
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_env: None, no_models: None):
-    """The corpus file, with the commands' generator replaced by the fake and BM25 retrieval."""
+    """The corpus file, with the commands' generator replaced by the fake and BM25 retrieval;
+    the joint check at the paper's budget (``tests.joint``), whose prompt the fake answers."""
     monkeypatch.setenv("DYNAKRAG_RETRIEVER", "bm25")
+    for name, value in JOINT_ENV.items():
+        monkeypatch.setenv(name, value)
     for module in (ask_command, train_command, collect_command):
         monkeypatch.setattr(module, "make_llm", lambda cfg, **options: fake_llm())
     return write_corpus(tmp_path / "my.jsonl")
@@ -98,7 +102,13 @@ def log_runs(log: Path, corpus: Path, people: Sequence[tuple[str, str, str]], po
     searcher = build_searcher("bm25", load_corpus(corpus))
     saver = open_trajectory_log(log)
     try:
-        graph = build_graph(searcher, policy=policy, llm=fake_llm(), checkpointer=saver)
+        graph = build_graph(
+            searcher,
+            configuration=joint_configuration(),
+            policy=policy,
+            llm=fake_llm(),
+            checkpointer=saver,
+        )
         for person, _, _ in people:
             graph.invoke({"question": question_of(person)}, run_config(command="test"))
     finally:

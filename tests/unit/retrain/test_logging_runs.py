@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from dynakrag.cli import collect as collect_command
-from dynakrag.configuration import Configuration
 from dynakrag.eval.methods.dynakrag import DynakragMethod
 from dynakrag.llm.client import LLMClient
 from dynakrag.retrieval.corpus import load_corpus
@@ -27,6 +26,7 @@ from dynakrag.training.gold import GoldBook
 from dynakrag.training.logged_runs import records_from_transitions
 from dynakrag.training.trajectories import list_threads, logged_questions, tee_records_into_log
 from tests.fakes import demo_chat_model
+from tests.joint import joint_configuration
 from tests.markers import needs_data
 from tests.unit.retrain.support import (
     PEOPLE,
@@ -169,7 +169,7 @@ def test_eval_method_logs_tagged_runs_that_never_train(world: Path, tmp_path: Pa
     method = pickle.loads(pickle.dumps(method))  # as a worker process receives it
     try:
         results = [
-            method.run(q, searcher, fake_llm(), Configuration()) for q in list(QUESTIONS)[:2]
+            method.run(q, searcher, fake_llm(), joint_configuration()) for q in list(QUESTIONS)[:2]
         ]
     finally:
         method.close()
@@ -180,7 +180,7 @@ def test_eval_method_logs_tagged_runs_that_never_train(world: Path, tmp_path: Pa
     )
     gold = GoldBook.from_support(SUPPORT)
     assert records_from_transitions(transitions, gold) == []  # eval rows never train
-    labels = retrain_module.label_log(log, gold, Configuration())
+    labels = retrain_module.label_log(log, gold, joint_configuration())
     assert len(labels.eval_runs) == 2 and labels.records == []
 
 
