@@ -14,11 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.joint import JOINT
+
 RECORD_FILE = Path(__file__).parent / "data" / "recorded_decisions.json"
 POLICY_SETTINGS: tuple[dict[str, Any], ...] = (
+    # The joint check at the paper's budget: the defaults the first records were taken with.
+    JOINT,
+    {**JOINT, "cost_lambda": 0.3},
+    {**JOINT, "max_steps": 2, "docs_per_action": 2},
+    # The default configuration: the chain, hop by hop.
     {},
-    {"cost_lambda": 0.3},
-    {"max_steps": 2, "docs_per_action": 2},
 )
 N_DEMO_QUESTIONS = 8
 

@@ -1,7 +1,10 @@
 """The shipped learned policy and the shipped DICS selector decide as recorded.
 
 The record (``tests/data/recorded_decisions.json``) was written by ``python -m tests.recorded``
-before the package was reshaped; a change that moves code must not change a decision.
+before the package was reshaped; a change that moves code must not change a decision. When the
+chain became the default it was written again: the joint runs' steps and answers as before,
+their settings named (the joint check at the paper's budget), and runs of the default
+configuration (the chain) added.
 """
 
 from __future__ import annotations

@@ -82,16 +82,27 @@ def test_studio_form_lists_the_run_settings(corpus: DemoCorpus) -> None:
     assert schema["properties"]["max_steps"]["description"]
 
 
+def test_the_chain_is_the_default_and_the_joint_check_stays_available(isolated_env: None) -> None:
+    cfg = Configuration.from_env()
+    assert (cfg.sub_question_answering, cfg.max_steps, cfg.max_retrieval_calls) == ("chain", 16, 10)
+    assert RunSettings() == RunSettings(
+        sub_question_answering="chain", max_steps=16, max_retrieval_calls=10
+    )
+    for mode in ("joint", "sequential"):
+        assert Configuration(sub_question_answering=mode).sub_question_answering == mode
+
+
 def test_environment_variables_are_read_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DYNAKRAG_SUB_QUESTION_ANSWERING", "chain")
-    monkeypatch.setenv("DYNAKRAG_MAX_STEPS", "16")
-    monkeypatch.setenv("DYNAKRAG_MAX_RETRIEVAL_CALLS", "10")
+    # Values other than the defaults (the chain, 16 and 10), so each is read from its variable.
+    monkeypatch.setenv("DYNAKRAG_SUB_QUESTION_ANSWERING", "joint")
+    monkeypatch.setenv("DYNAKRAG_MAX_STEPS", "4")
+    monkeypatch.setenv("DYNAKRAG_MAX_RETRIEVAL_CALLS", "4")
     monkeypatch.setenv("DYNAKRAG_LLM", "openai:gpt-4o-mini")
     monkeypatch.setenv("DYNAKRAG_RETRIEVER", "bm25")
     monkeypatch.setenv("DYNAKRAG_CACHE_DIR", "/tmp/dynakrag-cache")
     monkeypatch.setenv("DYNAKRAG_TOKEN_BUDGET", "")  # empty: unset
     cfg = Configuration.from_env(seed=5, policy=None)
-    assert (cfg.sub_question_answering, cfg.max_steps, cfg.max_retrieval_calls) == ("chain", 16, 10)
+    assert (cfg.sub_question_answering, cfg.max_steps, cfg.max_retrieval_calls) == ("joint", 4, 4)
     assert (cfg.llm, cfg.retriever, cfg.seed, cfg.token_budget) == (
         "openai:gpt-4o-mini",
         "bm25",
