@@ -13,6 +13,10 @@ Variants
     ``w/o continuation``). ``--policies`` / ``--ablations`` choose which (``heuristic`` can be
     added).
 
+Settings: the paper's joint check, 4 control steps and 4 retrieval calls
+(:data:`PAPER_SETTINGS`), each unless a ``DYNAKRAG_*`` variable sets it; the library's default
+(the chain, 16 and 10) is another setting than the one these policies were compared at.
+
 Parts (``--parts``)
     ``main``: every variant at the configured budget. ``budget``: ``max_retrieval_calls`` in
     ``--budgets`` (1..4) for each policy: SR against the budget. ``lambda``: ``cost_lambda`` in
@@ -67,6 +71,14 @@ LEARNED = "learned"
 POLICIES = (LEARNED, "uniform", "fixed", ORACLE)
 KNOWN_POLICIES = (*POLICIES, "heuristic")
 BUDGETS = (1, 2, 3, 4)
+PAPER_SETTINGS: dict[str, Any] = {
+    "sub_question_answering": "joint",
+    "max_steps": 4,
+    "max_retrieval_calls": 4,
+}
+"""The DynaKRAG paper's check and budget, which the policies are compared at (the shipped
+policy was collected at them) unless a ``DYNAKRAG_*`` variable sets one; the library's default
+is the chain (16 steps, 10 retrieval calls)."""
 LAMBDAS = (0.0, 0.05, 0.1, 0.2, 0.5)
 PARTS = ("main", "budget", "lambda")
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -91,6 +103,13 @@ class Variant:
     @property
     def name(self) -> str:
         return " ".join([self.policy, *(f"w/o {a}" for a in self.ablate)])
+
+
+def paper_configuration() -> Configuration:
+    """The environment's configuration, with :data:`PAPER_SETTINGS` for the fields it leaves
+    at their defaults."""
+    cfg = Configuration.from_env()
+    return cfg.merged({k: v for k, v in PAPER_SETTINGS.items() if k not in cfg.model_fields_set})
 
 
 def variants(policies: Sequence[str], ablations: Sequence[str]) -> list[Variant]:
@@ -342,7 +361,7 @@ def main(argv: list[str] | None = None, *, chat_model: BaseChatModel | None = No
                 file=sys.stderr,
             )
             return 2
-    cfg = Configuration.from_env()
+    cfg = paper_configuration()
     if chat_model is None and args.fake_llm:
         chat_model = fake_chat_model(args.datasets, args.limit)
         args.no_cache = True  # never mix scripted replies into the real model's cache

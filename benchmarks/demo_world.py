@@ -7,15 +7,20 @@ exact match and F1 of the answer, the share of questions whose every gold passag
 (the chain followed to its end), the abstain rate, and model calls and tokens per question.
 
 A variant is ``NAME`` or ``NAME:FIELD=VALUE[,FIELD=VALUE...]`` over the configuration (e.g.
-``sequential:sub_question_answering=sequential``); ``method=M`` runs another method (``naive``,
-``ircot``, ``decompose``) instead of the graph. ``--world-seeds`` runs the worlds of other seeds
-(default: the shipped world's). Per-question records, with the run's trace (plan, hops and why
-each stood or failed, search queries, retrieved ids), are journalled
-(``<out-dir>/<name>-runs/<variant>[-w<seed>].jsonl``) so a killed run resumes; progress with an
-ETA goes to stderr. Writes ``<name>.json`` and ``<name>.md`` under ``--out-dir``.
+``sequential:sub_question_answering=sequential``; a variant that names no field runs the
+configuration's defaults: the chain, 16 steps, 10 retrieval calls); ``method=M`` runs another
+method (``naive``, ``ircot``, ``decompose``) instead of the graph. ``ircot`` and ``decompose``
+search up to ``max_retrieval_calls`` times: the stored baseline runs had 4, the default before
+the chain became it (``ircot:method=ircot,max_retrieval_calls=4`` runs them so again).
+``--world-seeds`` runs the worlds of other seeds (default: the shipped world's). Per-question
+records, with the run's trace (plan, hops and why each stood or failed, search queries,
+retrieved ids), are journalled (``<out-dir>/<name>-runs/<variant>[-w<seed>].jsonl``) so a
+killed run resumes; progress with an ETA goes to stderr. Writes ``<name>.json`` and
+``<name>.md`` under ``--out-dir``.
 
-    .venv/bin/python benchmarks/demo_world.py --variants joint:sub_question_answering=joint \
-        sequential:sub_question_answering=sequential
+    .venv/bin/python benchmarks/demo_world.py \
+        --variants joint:sub_question_answering=joint,max_steps=4,max_retrieval_calls=4 \
+        sequential:sub_question_answering=sequential,max_steps=4,max_retrieval_calls=4
     .venv/bin/python benchmarks/demo_world.py --fake-llm --limit 4   # smoke, scripted reader
 """
 
