@@ -69,6 +69,7 @@ from dynakrag.eval.records import check_eval_record  # noqa: E402
 from dynakrag.eval.runner import (  # noqa: E402
     MemoEmbeddings,
     git_commit,
+    open_index_dir,
     question_record,
     summarize_records,
 )
@@ -507,10 +508,10 @@ class Searchers:
             pool = load_examples(run.dataset, self.args.split)  # type: ignore[arg-type]
             corpus = open_corpus(pool)
             index_dir = None
-            if embeddings is not None:  # keyed by the passages, as the eval runner keys its own
-                digest = hashlib.sha256("\n".join(p.id for p in corpus).encode()).hexdigest()
-                name = f"{run.dataset}-{self.args.split}-{digest[:16]}"
-                index_dir = Path(self.cfg.cache_dir) / "eval-indexes" / name
+            if embeddings is not None:  # the eval runner's own index of the pool (one build)
+                index_dir = open_index_dir(
+                    self.cfg, run.dataset, self.args.split, corpus, embeddings
+                )
             self.open[run.dataset] = build_searcher(
                 retriever,
                 corpus,
