@@ -387,6 +387,9 @@ def _judge(
             f"no sentence states {answer!r} about {', '.join(hop_entities(hops, index)) or 'it'}",
             None,
         )
+    unstated = _shared_but_not_stated(answer, text, hop_entities(hops, index), docs)
+    if unstated is not None:
+        return None, f"{answer!r} is asked of both; no sentence states it about {unstated}", None
     if repeats_a_given_name(whole_name(answer, statement.sentence), text, question):
         return None, f"{answer!r} is, written whole, an entity the question names", None
     label = label_of(answer, statement.sentence)
@@ -394,6 +397,25 @@ def _judge(
         asked = hop["type_noun"] or hop["expects"]
         return statement, f"{answer!r} is a {label}, not a {asked}", answer
     return statement, "stated", None
+
+
+_SHARED = re.compile(r"\bboth\b|\bin common\b|\bshared?\b", re.IGNORECASE)
+
+
+def _shared_but_not_stated(
+    answer: str, text: str, names: Sequence[str], docs: Sequence[Document]
+) -> str | None:
+    """For a hop that asks what two things share ("... used in both A and B?", "What do A and
+    B have in common?"), the first of them with a passage of its own among ``docs`` that no
+    sentence states ``answer`` about (None: each does, or it asks nothing shared). One
+    passage stating it about one of them is the model answering for that one alone (a
+    family of one plant for "the group both plants belong to")."""
+    if not _SHARED.search(text):
+        return None
+    own = [name for name in names if any(about(doc, name) for doc in docs)]
+    if len(own) < 2:
+        return None
+    return next((name for name in own if find_statement(answer, [name], docs) is None), None)
 
 
 def _other_class(label: str, hop: Hop) -> bool:

@@ -86,6 +86,7 @@ __all__ = [
     "MemoEmbeddings",
     "evaluate",
     "git_commit",
+    "open_index_dir",
     "question_record",
     "summarize_records",
 ]
@@ -146,13 +147,15 @@ class MemoEmbeddings(Embeddings):
         return cached
 
 
-def _open_index_dir(
+def open_index_dir(
     cfg: Configuration,
     dataset: str,
     split: str,
     passages: Sequence[Passage],
     embeddings: Embeddings,
 ) -> Path:
+    """Where the dense open index of ``passages`` is stored: keyed by the embedding model and
+    the passage ids, so every script that searches the same pool loads the same index."""
     from dynakrag.retrieval.dense import model_name_of
 
     digest = hashlib.sha256(model_name_of(embeddings).encode())
@@ -371,7 +374,7 @@ def evaluate(
         corpus_size = len(corpus)
         tick = time.perf_counter()
         index_dir = (
-            _open_index_dir(cfg, dataset, split, corpus, embeddings)
+            open_index_dir(cfg, dataset, split, corpus, embeddings)
             if embedded and embeddings is not None
             else None
         )

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynakrag import prompts
+from dynakrag.actions.chain import MAX_HOP_PASSAGES, next_hop_search
 from dynakrag.configuration import Configuration
 from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, BudgetRecord, Document, State
 
@@ -168,9 +169,16 @@ def estimate(state: State | Mapping[str, Any], action: str, cfg: Configuration) 
     if action == "sufficiency_check":
         prompt, completion = 0.0, 0.0
         rules_only = cfg.decomposition == "epqd" and cfg.dsrag_extraction == "rules"
-        if not state.get("sub_questions") and not rules_only:
+        if not state.get("sub_questions") and not state.get("hops") and not rules_only:
             prompt += _tokens(prompts.decompose_messages(question))
             completion += prompts.DECOMPOSE_MAX_TOKENS
+        if cfg.sub_question_answering == "chain":
+            # The chain asks its next hop alone over at most MAX_HOP_PASSAGES of its entity's
+            # passages: priced as the joint check, it would be overestimated, and the run's
+            # correction would then underestimate the answer after it.
+            hop = next_hop_search(state)
+            messages = prompts.hop_messages(hop[0] if hop else question, window[:MAX_HOP_PASSAGES])
+            return TokenEstimate(prompt + _tokens(messages), completion + prompts.HOP_MAX_TOKENS)
         subs = _sub_questions(state)
         prompt += _tokens(prompts.sufficiency_messages(question, subs, window))
         return TokenEstimate(prompt, completion + prompts.sufficiency_max_tokens(len(subs)))
@@ -346,7 +354,11 @@ def budget_status(
     spent = int(state.get("prompt_tokens", 0) or 0) + int(state.get("completion_tokens", 0) or 0)
 
     def expected(action: str, own: TokenEstimate) -> float:
-        return correction * own.prompt + costs.completion_of(action, own)
+        # The answer is never priced below its own estimate: a correction measured on other
+        # calls (a chain's hop sees fewer passages than priced) must not shrink the one call
+        # a run cannot skip.
+        scale = max(correction, 1.0) if action == "stop_answer" else correction
+        return scale * own.prompt + costs.completion_of(action, own)
 
     price = {}
     for action in ACTIONS:

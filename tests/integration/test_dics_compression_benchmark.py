@@ -204,3 +204,131 @@ def test_a_missing_selector_is_a_clear_message(
     argv = ["--selector", str(tmp_path / "none.npz"), "--fake-llm", "--out-dir", str(tmp_path)]
     assert benchmark.main(argv) == 2
     assert "no selector file" in capsys.readouterr().err
+
+
+# --- the kept part ---------------------------------------------------------------------------
+
+
+def test_kept_part_runs_the_graph_once_and_compresses_its_evidence_each_way(
+    benchmark: ModuleType,
+    selector_file: Path,
+    tmp_path: Path,
+    isolated: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from dynakrag import prompts
+    from dynakrag.llm.fake import ScriptedChatModel
+
+    examples = load_examples("hotpotqa", "train", 3)
+    inner = benchmark.fake_chat_model(examples)
+    tasks: list[str | None] = []
+
+    def respond(messages: list) -> str:
+        tasks.append(prompts.task_of(messages))
+        return inner.respond(messages)
+
+    model = ScriptedChatModel(respond=respond)
+    out = tmp_path / "results"
+    argv = ["--parts", "kept", "--graph-datasets", "hotpotqa", "--limit", "2",
+            "--compressions", "dics", "heuristic", "passthrough", "--retriever", "bm25",
+            "--selector", str(selector_file), "--no-cache", "--quiet",
+            "--out-dir", str(out), "--name", "kept", "--fake-llm"]  # fmt: skip
+    # --fake-llm: the scripted stand-in, here wrapped to see every prompt the model gets.
+    assert benchmark.main(argv, chat_model=model) == 0
+    printed = capsys.readouterr()
+    assert "plan: kept hotpotqa dics+heuristic+passthrough: 0 of 2 done, 2 to run" in printed.err
+    assert "What each compression keeps" in printed.out
+    (journal,) = (out / "kept-runs").glob("kept-hotpotqa-dics+heuristic+passthrough-*.jsonl")
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert [r["key"] for r in records] == [e.id for e in examples[:2]]
+
+    # The graph ran once per question and stopped before compressing or answering: the model
+    # saw no answer prompt, and every call it got is one of the graph's or a compression's.
+    assert prompts.ANSWER not in tasks
+    calls = sum(
+        r["graph"]["llm_calls"] + sum(c["llm_calls"] for c in r["compressions"].values())
+        for r in records
+    )
+    assert len(tasks) == calls > 0
+    compressed = 0
+    for record in records:
+        assert record["held_back"] in ("compress_answer_evidence", "stop_answer")
+        actions = record["graph"]["actions"]
+        assert "compress_answer_evidence" not in actions and "stop_answer" not in actions
+        before, by = record["before"], record["compressions"]
+        ids = [doc["id"] for doc in before["evidence"]]
+        assert set(by) == {"dics", "heuristic", "passthrough"}
+        assert 0 < before["passages"] == len(ids) <= 12  # max_final_docs: none drops nothing
+        # None keeps every passage; the lexical compression keeps some of them, never more.
+        assert by["passthrough"]["kept"] == ids
+        assert by["passthrough"]["support_recall"] == before["support_recall"]
+        assert by["passthrough"]["tokens"] == before["tokens"] > 0
+        assert set(by["heuristic"]["kept"]) <= set(ids)
+        assert by["heuristic"]["passages"] <= by["passthrough"]["passages"]
+        assert by["heuristic"]["support_recall"] <= before["support_recall"]
+        assert by["heuristic"]["llm_calls"] == by["passthrough"]["llm_calls"] == 0
+        for side in by.values():
+            assert side["applied"] == (record["held_back"] == "compress_answer_evidence")
+            assert side["passages"] == len(side["kept"])
+        if record["held_back"] == "compress_answer_evidence":
+            compressed += 1
+            assert by["heuristic"]["passages"] < before["passages"]
+            assert by["heuristic"]["tokens"] < before["tokens"]
+            assert by["dics"]["details"]["dics_mode"]
+        else:  # no compression: all three keep what the reader would read
+            assert by["dics"]["kept"] == by["heuristic"]["kept"] == ids
+    assert compressed >= 1
+
+    data = json.loads((out / "kept.json").read_text(encoding="utf-8"))
+    rows = {r["compression"]: r for r in data["kept"]}
+    assert data["rows"] == [] and set(rows) == {"dics", "heuristic", "passthrough"}
+    for row in rows.values():
+        assert row["n"] == 2 and row["dataset"] == "hotpotqa" and row["compressed"] == compressed
+        assert row["support_per_1k_tokens"] == pytest.approx(
+            row["sr_after"] / row["tokens_after"] * 1000
+        )
+    none, lexical = rows["passthrough"], rows["heuristic"]
+    assert none["sr_after"] == none["sr_before"] and none["tokens_after"] == none["tokens_before"]
+    assert lexical["passages_after"] < none["passages_after"]
+    assert lexical["tokens_after"] < none["tokens_after"]
+    (verdict,) = data["verdicts"]["kept"]
+    assert verdict["meets"] == (
+        verdict["sr_at_least_lexical"]
+        and verdict["sr_within_tolerance_of_before"]
+        and verdict["tokens_at_most_lexical"]
+    )
+
+    # Resuming: a rerun calls no model and leaves the journal as it was; a larger --limit runs
+    # only the new row into the same file, with the plan's ETA from the rows done.
+    before_text, tasks[:] = journal.read_text(), []
+    assert benchmark.main(argv, chat_model=model) == 0
+    assert "2 of 2 done before, 0 to run" in capsys.readouterr().err
+    assert tasks == [] and journal.read_text() == before_text
+    assert benchmark.main([*argv[:4], "--limit", "3", *argv[6:]], chat_model=model) == 0
+    err = capsys.readouterr().err
+    assert "2 of 3 done, 1 to run; ETA" in err and "s/q x 1 =" in err
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 3 and "\n".join(lines[:2]) + "\n" == before_text
+    assert json.loads(lines[2])["key"] == examples[2].id and tasks
+    # Another set of compressions is another file.
+    assert benchmark.main([*argv[:7], "heuristic", *argv[10:]], chat_model=model) == 0
+    assert len(list((out / "kept-runs").glob("*.jsonl"))) == 2
+
+
+def test_kept_verdict_is_the_issues_rule(benchmark: ModuleType) -> None:
+    def rows(dics_sr: float, before: float, dics_tokens: float) -> list[dict]:
+        common = {"dataset": "hotpotqa", "n": 200, "sr_before": before}
+        return [
+            {**common, "compression": "dics", "sr_after": dics_sr, "tokens_after": dics_tokens},
+            {**common, "compression": "heuristic", "sr_after": 0.80, "tokens_after": 500.0},
+        ]
+
+    (meets,) = benchmark.kept_verdicts(rows(0.81, 0.83, 450.0))
+    assert meets["meets"] is True
+    (loses_support,) = benchmark.kept_verdicts(rows(0.81, 0.84, 450.0))  # 0.81 < 0.84 - 0.02
+    assert loses_support["meets"] is False and not loses_support["sr_within_tolerance_of_before"]
+    (below_lexical,) = benchmark.kept_verdicts(rows(0.79, 0.80, 450.0))
+    assert below_lexical["meets"] is False and not below_lexical["sr_at_least_lexical"]
+    (dearer,) = benchmark.kept_verdicts(rows(0.81, 0.82, 501.0))
+    assert dearer["meets"] is False and not dearer["tokens_at_most_lexical"]
+    assert benchmark.kept_verdicts(rows(0.81, 0.82, 450.0)[1:]) == []  # no dics row

@@ -625,3 +625,18 @@ def test_a_left_out_check_costs_no_model_call_and_shows_in_the_trace() -> None:
     assert [hop["question"] for hop in final["hops"]] == plan[:1]
     assert final["llm_calls"] == 2  # the plan and the one hop
     assert plan[1:] in [entry.get("checks_left_out") for entry in final["trace"]]
+
+
+def test_what_two_things_share_stands_only_when_stated_about_each() -> None:
+    question = "Which group of plants do both Velmira and Carsolia belong to?"
+    evidence = [
+        {"id": "p-vel", "title": "Velmira", "text": "Velmira is a genus of flowering plants."},
+        {"id": "p-car", "title": "Carsolia", "text": "Carsolia is a genus of flowering plants "
+         "in the family Asteraceae."},
+    ]  # fmt: skip
+    for answer, stands in (("Asteraceae", False), ("flowering plants", True)):
+        model = hop_responder({}, {question: answer})
+        hops, _, log = resolve_hops(plan_hops([question]), question, evidence, LLMClient(model))
+        assert (hops[0]["status"] == "resolved") is stands, log
+        if not stands:
+            assert "no sentence states it about Velmira" in log[0]["verdict"]

@@ -236,25 +236,19 @@ def run_tokens(corpus: DemoCorpus, cfg: Configuration, policy: Any = None) -> li
     return tokens
 
 
-CHAIN_OVERSHOOT = pytest.mark.xfail(
-    strict=True,
-    reason="on the chain (the default), the heuristic's answer after compression costs more "
-    "than its estimate: 13 of 54 demo questions end up to 29 tokens over a budget of 2500",
-)
+CHAIN = {"sub_question_answering": "chain", "max_steps": 16, "max_retrieval_calls": 10}
 
 
 @pytest.mark.parametrize(
     ("policy", "settings"),
-    [
-        pytest.param("heuristic", JOINT, id="heuristic-joint"),
-        pytest.param("learned", JOINT, id="learned-joint"),
-        pytest.param("heuristic", {}, marks=CHAIN_OVERSHOOT, id="heuristic-chain"),
-        pytest.param("learned", {}, id="learned-chain"),
-    ],
+    [("heuristic", JOINT), ("learned", JOINT), ("heuristic", CHAIN), ("learned", CHAIN)],
+    ids=["heuristic-joint", "learned-joint", "heuristic-chain", "learned-chain"],
 )
 def test_budgets_are_respected_on_a_fake_run(
     corpus: DemoCorpus, policy: str, settings: dict[str, Any]
 ) -> None:
+    # On the chain, the hop calls cost less than priced; the run's correction then fell below
+    # 1 and the answer after compression went over 2500 tokens on 13 of 54 questions.
     free = statistics.fmean(run_tokens(corpus, Configuration(policy=policy, **settings)))
     means = {}
     for budget in (900, 1500, 2500):
