@@ -105,6 +105,29 @@ def demo_chat_model(answers: Mapping[str, str], hops=None) -> ScriptedChatModel:
     return ScriptedChatModel(respond=demo_responder(answers, hops))
 
 
+_WORKS_AT = re.compile(r"company where (?P<person>.+) works\?$")
+
+
+def demo_chain_model(corpus: Any) -> ScriptedChatModel:
+    """``demo_chat_model`` for a generated demo corpus that also plans and answers the hops of
+    its headquarters questions ("In which city is the headquarters of the company where X
+    works?": the employer, then its headquarters), as the default chain asks them; every other
+    question as ``demo_chat_model``."""
+    titles = {p["id"]: p["title"] for p in corpus.passages}
+    answers = {q.question: q.answer for q in corpus.questions}
+    hops: dict[str, list[str]] = {}
+    for q in corpus.questions:
+        match = _WORKS_AT.search(q.question)
+        if match is None or len(q.support) != 2:
+            continue
+        employer = titles[q.support[1]]
+        first = f"Which company does {match['person']} work for?"
+        hops[q.question] = [first, "In which city is the headquarters of #1?"]
+        answers[first] = employer
+        answers[f"In which city is the headquarters of {employer}?"] = q.answer
+    return demo_chat_model(answers, hops)
+
+
 class RecordingChatServer:
     """An OpenAI-compatible ``/v1/chat/completions`` on loopback, in this process: records each
     request body and replies ``respond(messages)`` (messages with a ``.content``, as the

@@ -26,6 +26,7 @@ EXPECTED_NOTEBOOKS = {
 }
 PRINTS: dict[str, tuple[str, ...]] = {
     # What a notebook must show besides an answer (its point, not just that it ran).
+    "quickstart": ("Answer:   Quarstead",),  # the demo question, followed hop by hop
     "train_policy": ("labelled (state, action) records", "held-out R²", "| retrained |"),
     "retrain_from_logs": (
         "4 runs by support, 2 by answers only",
