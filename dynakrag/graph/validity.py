@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dynakrag.actions.bridge_entities import pending_bridge_entities
-from dynakrag.actions.chain import hop_to_close
+from dynakrag.actions.chain import chain_complete, hop_to_close
 from dynakrag.actions.grounding import has_answerable_content
 from dynakrag.configuration import Configuration
 from dynakrag.policy.token_budget import BUDGET_RULE, BudgetStatus, TokenCosts, budget_status
@@ -133,6 +133,13 @@ RULES: tuple[Rule, ...] = (
                 and hop_to_close(s.get("hops") or []) is None
             )
         ),
+    ),
+    Rule(
+        "complete_chain_searches_no_more",
+        frozenset(ACQUISITION_ACTIONS | {"sufficiency_check"}),
+        "With every hop of the chain resolved there is nothing left to find or check: the "
+        "chain's answer stands, so only compression and the answer may run.",
+        lambda s, c: chain_complete(s.get("hops") or []),
     ),
     Rule(
         "compress_once_on_the_way_to_answer",

@@ -35,6 +35,7 @@ TESTED_RULES = {
     "rewrite_needs_evidence_and_limit",
     "sufficiency_needs_new_evidence",
     "compress_once_on_the_way_to_answer",
+    "complete_chain_searches_no_more",
 }
 
 
@@ -328,3 +329,18 @@ def test_valid_actions_is_never_empty_before_an_answer(
         assert "stop_answer" in allowed
     # Once answered, nothing is valid.
     assert valid_actions({**state, "answer": "Velford"}, cfg) == []  # type: ignore[typeddict-item]
+
+
+def test_a_complete_chain_searches_no_more() -> None:
+    from dynakrag.actions.chain import plan_hops
+
+    hops = plan_hops(["Who founded Kestrel Labs?", "Where was #1 born?"])
+    hops[0].update(status="resolved", answer="Ada Voss")
+    halfway = rich_state(hops=hops)
+    assert not blocks("complete_chain_searches_no_more", halfway)
+    assert not blocks("complete_chain_searches_no_more", rich_state())  # no chain at all
+    hops = [dict(hop) for hop in hops]
+    hops[1].update(status="resolved", answer="Velford")
+    done = rich_state(hops=hops)
+    assert blocks("complete_chain_searches_no_more", done)
+    assert set(valid_actions(done, CFG)) == {"compress_answer_evidence", "stop_answer"}
