@@ -108,11 +108,11 @@ def demo_chat_model(answers: Mapping[str, str], hops=None) -> ScriptedChatModel:
 _WORKS_AT = re.compile(r"company where (?P<person>.+) works\?$")
 
 
-def demo_chain_model(corpus: Any) -> ScriptedChatModel:
-    """``demo_chat_model`` for a generated demo corpus that also plans and answers the hops of
-    its headquarters questions ("In which city is the headquarters of the company where X
-    works?": the employer, then its headquarters), as the default chain asks them; every other
-    question as ``demo_chat_model``."""
+def demo_chain_script(corpus: Any) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The answers and plans a scripted reader needs to follow a generated demo corpus's
+    headquarters questions hop by hop, as the default chain asks them ("In which city is the
+    headquarters of the company where X works?": the employer, then its headquarters); every
+    other question answered as by ``demo_responder`` alone. For ``demo_responder(*script)``."""
     titles = {p["id"]: p["title"] for p in corpus.passages}
     answers = {q.question: q.answer for q in corpus.questions}
     hops: dict[str, list[str]] = {}
@@ -125,7 +125,12 @@ def demo_chain_model(corpus: Any) -> ScriptedChatModel:
         hops[q.question] = [first, "In which city is the headquarters of #1?"]
         answers[first] = employer
         answers[f"In which city is the headquarters of {employer}?"] = q.answer
-    return demo_chat_model(answers, hops)
+    return answers, hops
+
+
+def demo_chain_model(corpus: Any) -> ScriptedChatModel:
+    """``demo_chat_model`` over :func:`demo_chain_script`."""
+    return demo_chat_model(*demo_chain_script(corpus))
 
 
 class RecordingChatServer:

@@ -20,7 +20,7 @@ from dynakrag import prompts
 from dynakrag.data.demo_corpus import generate_demo_corpus
 from dynakrag.data.demo_questions import DemoQuestion
 from dynakrag.state import ACTIONS
-from tests.fakes import demo_responder
+from tests.fakes import demo_chain_script, demo_responder
 from tests.reliability.support import LANGGRAPH, FakeOpenAI, dev_server, no_proxy, serving
 
 pytestmark = pytest.mark.slow
@@ -44,8 +44,8 @@ class Studio:
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
     tmp = tmp_path_factory.mktemp("studio")
     corpus = generate_demo_corpus(7)
-    answers = {q.question: q.answer for q in corpus.questions}
-    with serving(FakeOpenAI(demo_responder(answers))) as fake:
+    # The default chain asks the demo questions hop by hop: the fake plans and answers the hops.
+    with serving(FakeOpenAI(demo_responder(*demo_chain_script(corpus)))) as fake:
         env = {
             **os.environ,
             "LANGSMITH_TRACING": "false",
