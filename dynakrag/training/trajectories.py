@@ -273,6 +273,7 @@ CREATE TABLE IF NOT EXISTS {RECORDS_TABLE} (
     example_id TEXT NOT NULL,
     record TEXT NOT NULL
 )"""
+_RECORDS_SETUP_LOCK = 0x64796E7265637264  # "dynrecrd": the advisory lock key of the records set-up
 _INDEX = (
     f"CREATE INDEX IF NOT EXISTS {RECORDS_TABLE}_question ON {RECORDS_TABLE} (dataset, example_id)"
 )
@@ -284,8 +285,12 @@ def _records_db(target: LogTarget, *, create: bool) -> Iterator[tuple[Any, str]]
     if is_postgres_url(target):
         with contextlib.closing(connect(str(target))) as conn:
             if create:
-                conn.execute(_POSTGRES_TABLE)
-                conn.execute(_INDEX)
+                # Two first writers at once would race through CREATE TABLE IF NOT EXISTS
+                # (a unique violation on its row type): they take turns.
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_RECORDS_SETUP_LOCK,))
+                    conn.execute(_POSTGRES_TABLE)
+                    conn.execute(_INDEX)
             yield conn, "%s"
         return
     path = Path(target)

@@ -337,3 +337,32 @@ def test_two_users_runs_do_not_cross(server, database, fault_row: Report) -> Non
     )
     assert crossed == 0
     assert len(records) == 2 * QUESTIONS
+
+
+def test_first_writers_at_once_create_the_records_table_once(server) -> None:
+    """Writers that start together on a fresh database take turns creating the records table:
+    CREATE TABLE IF NOT EXISTS alone races (a unique violation on the table's row type)."""
+    for round_ in range(5):
+        url = server.create_database(f"first_writers_{round_}")
+        errors: list[BaseException] = []
+        start = threading.Barrier(4)
+
+        def write(
+            i: int,
+            url: str = url,
+            start: threading.Barrier = start,
+            errors: list[BaseException] = errors,
+        ) -> None:
+            try:
+                start.wait()
+                write_log_records(url, [{"dataset": "d", "example_id": str(i)}])
+            except BaseException as exc:
+                errors.append(exc)
+
+        writers = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+        for writer in writers:
+            writer.start()
+        for writer in writers:
+            writer.join()
+        assert errors == []
+        assert len(read_log_records(url)) == 4
