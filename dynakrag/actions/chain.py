@@ -205,11 +205,14 @@ def evidence_verdict(
 ) -> AbstentionVerdict | None:
     """:func:`~dynakrag.actions.grounding.abstention_before_answer` for a run with or without
     a chain: a chain judges coverage by its hops, not by the share of the question's words,
-    and a complete one is not undone by a one-word side condition no passage mentions."""
+    and a complete one is not undone by a one-word side condition no passage mentions. A
+    question that names nothing ("--max-steps 999999") gives its hops no entity to be about,
+    so the share of its words in the passages judges it, as without a chain."""
+    names = [e for e in question_entities(question) if not e.replace(",", "").isdigit()]
     return abstention_before_answer(
         question,
         evidence,
-        coverage=not hops,
+        coverage=not hops or not names,
         complete_chain=bool(hops) and chain_complete(hops),
     )
 

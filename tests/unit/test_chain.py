@@ -548,6 +548,25 @@ def test_an_instruction_in_place_of_a_question_gets_no_readers_guess() -> None:
     assert final["abstained"] and final["answer"] == ""
 
 
+def test_an_input_that_names_nothing_gets_no_hops_answer() -> None:
+    # An option string: the hop has no entity to be about, so any sentence stating the model's
+    # answer would do; the share of the input's words in the passages judges it instead.
+    question = "--max-steps 999999"
+    cfg = Configuration(sub_question_answering="chain", max_steps=16, max_retrieval_calls=10)
+    model = hop_responder({}, {question: "Selkthorn Robotics"}, reads="Selkthorn Robotics")
+    graph = build_graph(FixedSearcher(PASSAGES), configuration=cfg, llm=LLMClient(model))
+    final = graph.invoke({"question": question})
+    assert final["abstained"] and final["answer"] == ""
+    assert "of its words are in the passages" in final["abstain_reason"], final["abstain_reason"]
+    # A question that names nothing but whose words the passages hold is still answered.
+    question = "Which robotics company was founded in 1990?"
+    model = hop_responder({}, {question: "Selkthorn Robotics"})
+    final = build_graph(FixedSearcher(PASSAGES), configuration=cfg, llm=LLMClient(model)).invoke(
+        {"question": question}
+    )
+    assert not final["abstained"] and final["answer"] == "Selkthorn Robotics"
+
+
 def test_a_stuck_chain_that_names_a_known_entity_still_lets_the_reader_answer() -> None:
     question = "How many patents does Selkthorn Robotics hold?"
     final = graph_for(hop_responder({}, {}, reads="Ilsa Marr")).invoke({"question": question})
