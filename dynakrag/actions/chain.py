@@ -208,7 +208,7 @@ def evidence_verdict(
     and a complete one is not undone by a one-word side condition no passage mentions. A
     question that names nothing ("--max-steps 999999") gives its hops no entity to be about,
     so the share of its words in the passages judges it, as without a chain."""
-    names = [e for e in question_entities(question) if not e.replace(",", "").isdigit()]
+    names = _names_in(question)
     return abstention_before_answer(
         question,
         evidence,
@@ -230,11 +230,13 @@ def hop_entities(hops: Sequence[Hop], index: int) -> list[str]:
     hop = hops[index]
     if hop["via"]:
         return [hop["via"][-1]]
-    return [
-        POSSESSIVE.sub("", entity)  # "Ada Voss's employer" asks about Ada Voss
-        for entity in question_entities(hop_text(hops, index))
-        if not entity.replace(",", "").isdigit()
-    ]
+    # "Ada Voss's employer" asks about Ada Voss.
+    return [POSSESSIVE.sub("", entity) for entity in _names_in(hop_text(hops, index))]
+
+
+def _names_in(text: str) -> list[str]:
+    """The entities ``text`` names, leaving out bare numbers."""
+    return [entity for entity in question_entities(text) if not entity.replace(",", "").isdigit()]
 
 
 def next_hop_entities(state: Mapping[str, Any]) -> list[str]:
