@@ -124,7 +124,8 @@ def repaired_targets(
     """The rules' repair of the targets read from a model's reply (see the module doc), each
     change noted in ``notes``; ``[]`` when no target survives (the caller then falls back to
     the whole rule path)."""
-    kept = _description_items_dropped(question, _aligned(question, targets, notes), notes)
+    split = _joined_names_split(question, targets, notes)
+    kept = _description_items_dropped(question, _aligned(question, split, notes), notes)
     if not kept:
         return []
     return kept + _left_out(question, given, kept, notes, hops)
@@ -137,6 +138,29 @@ def _covers(target: Target, name: str) -> bool:
 
 
 _LIST_SEPARATOR = re.compile(r"\s*(?:,\s*(?:and|or)?|;|and|or|&|as well as|nor)\s*", re.I)
+_JOINED = re.compile(r"\s*(?:,\s*(?:and\s+)?|\band\b|&)\s*", re.I)
+
+
+def _joined_names_split(question: str, targets: list[Target], notes: list[str]) -> list[Target]:
+    """One target per name where the reply joined several into one ("Taylor Swift and Chris
+    Hemsworth": a ranking of three then holds two). It is split only when every part is a
+    name of two or more words that the question writes: one-word parts are one name more
+    often than two ("Procter & Gamble", "Tunnels and Trolls", "Simon and Garfunkel")."""
+    names = {normalize_entity(span.text) for span in name_spans(question)}
+    out: list[Target] = []
+    for target in targets:
+        parts = [part for part in _JOINED.split(target.entity) if part.strip()]
+        if len(parts) < 2 or any(
+            normalize_entity(part) not in names or len(part.split()) < 2 for part in parts
+        ):
+            out.append(target)
+            continue
+        notes.append(f"{target.entity!r}: {len(parts)} names in one item, split")
+        out += [
+            replace(target, entity=part, question=fact_question(part, target.asks), details=())
+            for part in parts
+        ]
+    return out
 
 
 def _aligned(question: str, targets: list[Target], notes: list[str]) -> list[Target]:

@@ -427,8 +427,11 @@ def unstated_targets(
 
 
 def fact_query(target: Target) -> str:
-    """A search query for one target's fact ("Donald Trump born date")."""
-    return f"{target.entity} {target.asks}".strip()
+    """A search query for one target's fact, with the word a sentence states it by ("Will
+    Ferrell birth date born": a term search for "birth date" misses "was born on")."""
+    asked = folded_words(target.asks)
+    stated = sorted(_fact_words(target.asks) - set(asked))
+    return " ".join([target.entity, target.asks, *stated]).strip()
 
 
 def _criterion_of(analysis: QuestionAnalysis, entity: str) -> int | None:

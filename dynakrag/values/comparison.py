@@ -112,10 +112,71 @@ def _in_name(question: str, start: int) -> bool:
     return question[start].isupper() and question[:start].strip() != ""
 
 
+_BORN_RANK = re.compile(
+    rf"\bborn\s+(?P<rank>{_ORDINAL})\b|\b(?P<rank_before>{_ORDINAL})[\s-]+born\b", re.IGNORECASE
+)
+"""An ordinal with "born" and no other cue ("who was born second?"): the birth order."""
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[\"'“(]?[A-Z])")
+_RELATIVE_CLAUSE = re.compile(r",\s*(?:who|whom|whose|which|where|when)\b|\(", re.IGNORECASE)
+_NEXT_LIST_ITEM = re.compile(
+    r",\s*(?:and\s+|or\s+)?(?=[\"'“]?[A-Z0-9])|\s(?:and|or)\s+(?=[A-Z])|\)"
+    r"|,\s*(?=(?:is|are|was|were|has|have|had)\b)"  # "A, who ..., is the oldest?"
+)
+
+
+def _asking_part(text: str) -> str:
+    """``text`` with what only describes its entities blanked (same length, so positions
+    hold): the sentences before the one that asks ("Neil Armstrong ... later transferred to
+    Purdue. Which of A, B and C is the oldest?") and the relative clauses about a listed entity
+    ("A, who later became a pilot, B and C"). A clause that runs to the end is the question's
+    own ("Of A, B and C, who was born first?")."""
+    sentences = [m.end() for m in _SENTENCE_BREAK.finditer(text)]
+    asking_from = 0
+    for start in sentences:
+        if "?" in text[start:] or not text.rstrip().endswith("?"):
+            asking_from = start
+    masked = list(" " * asking_from + text[asking_from:])
+    position = asking_from
+    while (opening := _RELATIVE_CLAUSE.search(text, position)) is not None:
+        closing = _NEXT_LIST_ITEM.search(text, opening.end())
+        if closing is None:
+            break  # it runs to the end: the clause that asks
+        masked[opening.start() : closing.start()] = " " * (closing.start() - opening.start())
+        position = closing.end()
+    return "".join(masked)
+
+
+def _ordering_at(text: str, match: re.Match[str]) -> Ordering:
+    """The ordering a cue (or a birth rank) asks."""
+    if match.re is _BORN_RANK:
+        rank = _rank(match.group("rank") or match.group("rank_before"))
+        return Ordering(scale="time", smallest_first=True, rank=rank, cue="born")
+    cue = re.sub(r"\s+", " ", match.group("cue").lower())
+    cue_scale: Scale
+    if re.fullmatch(_EARLY, cue):
+        cue_scale, smallest_first = "time", True
+    elif re.fullmatch(_LATE, cue):
+        cue_scale, smallest_first = "time", False
+    elif re.fullmatch(_MORE, cue):
+        cue_scale, smallest_first = "amount", False
+    else:
+        cue_scale, smallest_first = "amount", True
+    if match.group("to") and cue == "last":
+        smallest_first = False  # "second to last": the second from the late end
+    return Ordering(
+        scale=cue_scale,
+        smallest_first=smallest_first,
+        rank=_rank(match.group("rank")),
+        cue=cue,
+        by_age=bool(_AGE.match(cue)),
+    )
+
+
 def comparison_asked(question: str, scale: Scale | None = None) -> Ordering | Equality | None:
     """What comparison ``question`` asks of its entities' values (see :mod:`dynakrag.values`),
     or None when it asks none this module computes; with ``scale``, only an ordering on that
-    scale (the caller knows its values are dates, or numbers)."""
+    scale (the caller knows its values are dates, or numbers). An ordering's cue is looked
+    for where the question asks (:func:`_asking_part`), then anywhere in it."""
     text = str(question or "")
     if _YES_NO_START.match(text):
         cues = [
@@ -132,32 +193,18 @@ def comparison_asked(question: str, scale: Scale | None = None) -> Ordering | Eq
             return None
         _, cue, same = max(cues)
         return Equality(same=same, cue=cue.lower())
-    for match in _CUE.finditer(text):
-        start = match.start("rank") if match.group("rank") else match.start("cue")
-        if _in_name(text, start):
-            continue
-        cue = re.sub(r"\s+", " ", match.group("cue").lower())
-        cue_scale: Scale
-        if re.fullmatch(_EARLY, cue):
-            cue_scale, smallest_first = "time", True
-        elif re.fullmatch(_LATE, cue):
-            cue_scale, smallest_first = "time", False
-        elif re.fullmatch(_MORE, cue):
-            cue_scale, smallest_first = "amount", False
-        else:
-            cue_scale, smallest_first = "amount", True
-        if scale is not None and scale != cue_scale:
-            continue
-        rank = _rank(match.group("rank"))
-        if match.group("to") and cue == "last":
-            smallest_first = False  # "second to last": the second from the late end
-        return Ordering(
-            scale=cue_scale,
-            smallest_first=smallest_first,
-            rank=rank,
-            cue=cue,
-            by_age=bool(_AGE.match(cue)),
+    for searched in (_asking_part(text), text):
+        matches = sorted(
+            [*_CUE.finditer(searched), *_BORN_RANK.finditer(searched)], key=lambda m: m.start()
         )
+        for match in matches:
+            if match.re is _CUE:
+                start = match.start("rank") if match.group("rank") else match.start("cue")
+                if _in_name(text, start):
+                    continue
+            ordering = _ordering_at(text, match)
+            if scale is None or ordering.scale == scale:
+                return ordering
     return None
 
 

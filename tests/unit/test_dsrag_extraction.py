@@ -193,6 +193,24 @@ def test_a_person_the_reply_left_out_is_added_from_the_rules() -> None:
     assert "Brenn" not in anchors(analysis)
 
 
+def test_names_joined_into_one_item_are_split() -> None:
+    # A small model's "Tom Reyl and Mira Quon" is two people: one criterion each.
+    joined = item("Tom Reyl and Mira Quon", "birth date", "When were Tom Reyl and Mira Quon born?")
+    script = Script(reply_of(item("Ada Voss", "birth date"), joined))
+    analysis = analyse_question(TEMPLATED, script.client(), "llm")
+    assert analysis.method == "repaired" and anchors(analysis) == PEOPLE
+    assert [t.question for t in analysis.targets[1:]] == [
+        "What is the birth date of Tom Reyl?",
+        "What is the birth date of Mira Quon?",
+    ]
+    assert any("split" in note for note in analysis.notes)
+    # One-word names joined by "and" are more often one name: they stay whole.
+    question = "Which was founded first, Procter & Gamble or Simon and Garfunkel Records?"
+    script = Script(reply_of(item("Procter & Gamble", "founding date")))
+    analysis = analyse_question(question, script.client(), "llm")
+    assert "Procter & Gamble" in [t.entity for t in analysis.targets]
+
+
 def test_an_age_is_asked_as_the_birth_date_it_is_read_from() -> None:
     question = "Looking at Ada Voss and Tom Reyl: who is the oldest?"
     script = Script(reply_of(*(item(p, "age", f"How old is {p}?") for p in PEOPLE[:2])))

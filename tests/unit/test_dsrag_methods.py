@@ -301,8 +301,9 @@ def test_an_entity_missing_from_the_corpus_gets_an_answer_that_says_so(
         "Cannot answer: no selected passage states the birth date of Beyonce"
     )
     assert result.llm_calls == 0 and result.details["value_answer"]["missing"] == ["Beyonce"]
-    # One more search looked for the missing fact before the answer gave up.
-    assert searcher.calls[-1] == ("Beyonce birth date", dsrag_methods.FACT_SEARCH_K)
+    # One more search looked for the missing fact before the answer gave up, with the word a
+    # sentence states it by ("was born on": a term search for "birth date" misses it).
+    assert searcher.calls[-1] == ("Beyonce birth date born", dsrag_methods.FACT_SEARCH_K)
     check_accounting(result)
 
 

@@ -119,6 +119,49 @@ def test_the_first_cue_orders_and_capitalised_titles_do_not() -> None:
     assert isinstance(asked, Ordering) and not asked.smallest_first
 
 
+@pytest.mark.parametrize(
+    ("question", "smallest_first", "rank"),
+    [
+        # A sentence that only describes an entity comes before the one that asks.
+        (
+            "Ada Voss studied in Prynvale and later moved to Rynford after the war. Which of "
+            "Ilsa Marr, Ada Voss and Bren Tolley is the oldest?",
+            True,
+            1,
+        ),
+        # A relative clause about a listed entity does not order; the clause that closes the
+        # question does.
+        (
+            "Of Ilsa Marr, Ada Voss, who trained as a pilot and later became a test pilot before "
+            "joining the agency, and Bren Tolley, who was born first?",
+            True,
+            1,
+        ),
+        (
+            "Which of Ada Voss (who later moved abroad), Ilsa Marr and Bren Tolley is the "
+            "youngest?",
+            False,
+            1,
+        ),
+        (
+            "Which of Ilsa Marr, Bren Tolley and Ada Voss, who later became a test pilot, is the "
+            "second oldest?",
+            True,
+            2,
+        ),
+        # A birth rank without another cue.
+        ("Of Ilsa Marr, Ada Voss and Bren Tolley, who was born second?", True, 2),
+        ("Among Ilsa Marr, Ada Voss and Bren Tolley, who is the third-born?", True, 3),
+    ],
+)
+def test_the_cue_is_read_where_the_question_asks(
+    question: str, smallest_first: bool, rank: int
+) -> None:
+    asked = comparison_asked(question)
+    assert isinstance(asked, Ordering) and asked.scale == "time"
+    assert (asked.smallest_first, asked.rank) == (smallest_first, rank)
+
+
 def test_a_scale_picks_the_cue_of_that_scale() -> None:
     question = "Which of the most famous bridges, A or B, opened first?"
     assert comparison_asked(question).scale == "amount"  # type: ignore[union-attr]
