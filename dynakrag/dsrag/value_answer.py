@@ -64,8 +64,17 @@ _GENERIC_WORDS = frozenset(
     "the of a an what which who when is was date day year time number value name".split()
 )
 """Words of a fact ("born date") that do not say which fact a sentence states."""
-_SAME_FACT = {"birth": "born", "birthday": "born", "death": "died", "dead": "died"}
-"""Fact words a sentence writes in another form ("birth date" -> "was born on")."""
+_SAME_FACT = {
+    "birth": "born",
+    "birthday": "born",
+    "death": "died",
+    "dead": "died",
+    "citizenship": "nationality",
+    "citizen": "nationality",
+    "citizens": "nationality",
+}
+"""Fact words a sentence writes in another form ("birth date" -> "was born on", "citizenship"
+-> "nationality is")."""
 _DATE_FACTS = frozenset(
     "born died founded established formed released published built opened created launched "
     "started date year when".split()

@@ -117,6 +117,7 @@ _BORN_RANK = re.compile(
 )
 """An ordinal with "born" and no other cue ("who was born second?"): the birth order."""
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[\"'“(]?[A-Z])")
+_COLON = re.compile(r":\s+")
 _RELATIVE_CLAUSE = re.compile(r",\s*(?:who|whom|whose|which|where|when)\b|\(", re.IGNORECASE)
 _NEXT_LIST_ITEM = re.compile(
     r",\s*(?:and\s+|or\s+)?(?=[\"'“]?[A-Z0-9])|\s(?:and|or)\s+(?=[A-Z])|\)"
@@ -124,17 +125,26 @@ _NEXT_LIST_ITEM = re.compile(
 )
 
 
-def _asking_part(text: str) -> str:
-    """``text`` with what only describes its entities blanked (same length, so positions
-    hold): the sentences before the one that asks ("Neil Armstrong ... later transferred to
-    Purdue. Which of A, B and C is the oldest?") and the relative clauses about a listed entity
-    ("A, who later became a pilot, B and C"). A clause that runs to the end is the question's
-    own ("Of A, B and C, who was born first?")."""
-    sentences = [m.end() for m in _SENTENCE_BREAK.finditer(text)]
+def _asking_start(text: str) -> int:
+    """Where the sentence that asks begins: after the sentences that only describe ("Neil
+    Armstrong ... later transferred to Purdue. Which of A, B and C is the oldest?") and after
+    a colon that introduces the question ("Looking at A, B and C: are they from the same
+    country?")."""
+    breaks = [m.end() for m in _SENTENCE_BREAK.finditer(text)]
+    breaks += [m.end() for m in _COLON.finditer(text)]
     asking_from = 0
-    for start in sentences:
+    for start in sorted(breaks):
         if "?" in text[start:] or not text.rstrip().endswith("?"):
             asking_from = start
+    return asking_from
+
+
+def _asking_part(text: str) -> str:
+    """``text`` with what only describes its entities blanked (same length, so positions
+    hold): the sentences before the one that asks (:func:`_asking_start`) and the relative
+    clauses about a listed entity ("A, who later became a pilot, B and C"). A clause that runs
+    to the end is the question's own ("Of A, B and C, who was born first?")."""
+    asking_from = _asking_start(text)
     masked = list(" " * asking_from + text[asking_from:])
     position = asking_from
     while (opening := _RELATIVE_CLAUSE.search(text, position)) is not None:
@@ -178,21 +188,23 @@ def comparison_asked(question: str, scale: Scale | None = None) -> Ordering | Eq
     scale (the caller knows its values are dates, or numbers). An ordering's cue is looked
     for where the question asks (:func:`_asking_part`), then anywhere in it."""
     text = str(question or "")
-    if _YES_NO_START.match(text):
-        cues = [
-            (m.start(), m.group(), True)
-            for m in _SAME.finditer(text)
-            if not _in_name(text, m.start())
-        ]
-        cues += [
-            (m.start(), m.group(), False)
-            for m in _DIFFERENT.finditer(text)
-            if not _in_name(text, m.start())
-        ]
-        if not cues:
-            return None
-        _, cue, same = max(cues)
-        return Equality(same=same, cue=cue.lower())
+    asking_from = _asking_start(text)
+    if _YES_NO_START.match(text) or _YES_NO_START.match(text[asking_from:]):
+        for searched in (_asking_part(text), text):
+            cues = [
+                (m.start(), m.group(), True)
+                for m in _SAME.finditer(searched)
+                if not _in_name(text, m.start())
+            ]
+            cues += [
+                (m.start(), m.group(), False)
+                for m in _DIFFERENT.finditer(searched)
+                if not _in_name(text, m.start())
+            ]
+            if cues:
+                _, cue, same = max(cues)
+                return Equality(same=same, cue=cue.lower())
+        return None
     for searched in (_asking_part(text), text):
         matches = sorted(
             [*_CUE.finditer(searched), *_BORN_RANK.finditer(searched)], key=lambda m: m.start()

@@ -55,6 +55,9 @@ def test_a_date_is_read_from_the_sentence_naming_the_entity_and_the_fact() -> No
 def test_a_name_like_value_is_read_after_the_fact_word() -> None:
     read = read_value("Vladimir Putin", "nationality", PASSAGES, "text")
     assert read is not None and (read.value, read.passage) == ("Russian", "p-putin-nation")
+    # "citizenship" asks the fact a passage writes as "nationality is".
+    read = read_value("Vladimir Putin", "citizenship", PASSAGES, "text")
+    assert read is not None and read.value == "Russian"
 
 
 def test_a_sentence_about_another_fact_or_person_is_not_read() -> None:

@@ -185,6 +185,27 @@ def test_equalities(question: str, same: bool) -> None:
 
 
 @pytest.mark.parametrize(
+    ("question", "same"),
+    [
+        # The yes/no question follows a sentence that describes, or a colon.
+        (
+            "Looking at Ada Voss, Ilsa Marr and Tom Reyl: are they citizens of different "
+            "countries?",
+            False,
+        ),
+        (
+            "Ada Voss trained as a pilot and later joined the agency, the first woman there. Are "
+            "Ada Voss, Ilsa Marr and Tom Reyl from the same country?",
+            True,
+        ),
+    ],
+)
+def test_an_equality_is_read_where_the_question_asks(question: str, same: bool) -> None:
+    asked = comparison_asked(question)
+    assert isinstance(asked, Equality) and asked.same is same
+
+
+@pytest.mark.parametrize(
     "question", ["What is the capital of France?", "Is Alpha older than Beta?", "", "?"]
 )
 def test_no_comparison_this_module_computes(question: str) -> None:
