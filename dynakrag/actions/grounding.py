@@ -88,6 +88,9 @@ REASONS: dict[str, str] = {
     "its words are in the passages)",
     "reader_declined": "the evidence does not state the answer (the reader found none)",
     "chain_incomplete": "the evidence does not state {what}",
+    "hop_entity_absent": "no passage is about {names}, which the chain goes through ({what})",
+    "answer_unconnected": "the answer {answer!r} is stated only in passages that name nothing "
+    "the question or its chain found",
     "chain_off_target": "the chain of evidence found a {found}, not the {asked} the question "
     "asks for",
     "nothing_answered": "no sub-question was answered from the evidence",
@@ -200,8 +203,9 @@ def question_entities(question: str) -> list[str]:
         # Every question's first word is capitalised; it starts a name only when the name goes
         # on ("Bordan Tkachuk was ...") or is written as one ("Handi-Snacks are ...").
         following = words[1].strip(_WORD_EDGES) if len(words) > 1 else ""
+        initial = len(words) > 1 and _INITIALS.fullmatch(words[1]) is not None  # "Roger O. Egeberg"
         return any(ch.isupper() for ch in word[1:]) or (
-            following[:1].isupper() and _fold(following) not in _STOP_WORDS
+            following[:1].isupper() and (initial or _fold(following) not in _STOP_WORDS)
         )
 
     def capitalised(position: int) -> bool:

@@ -15,6 +15,7 @@ from dynakrag.actions.answer_kind import asked_for, is_an_option, not_an_option
 from dynakrag.actions.chain import (
     chain_complete,
     evidence_verdict,
+    hop_entities,
     hop_text,
     rejected_answers,
     repeats_a_given_name,
@@ -27,10 +28,11 @@ from dynakrag.actions.grounding import (
     AbstentionVerdict,
     abstain,
     check_answer,
+    is_yes_no,
     normalised,
     verdict_from_record,
 )
-from dynakrag.actions.statements import mentions, passage_text
+from dynakrag.actions.statements import about, mentions, passage_text
 from dynakrag.actions.text import content_words, looks_like_value, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.llm.answers import parse_final_answer
@@ -98,6 +100,16 @@ def stop_answer(state: State, resources: Resources, cfg: Configuration) -> State
         verdict = abstain("repeats_the_question", answer=answer)
     if hops and cfg.abstain and not verdict.abstained and not_an_option(answer, question):
         verdict = abstain("not_an_option", answer=answer)
+    if (
+        hops
+        and cfg.abstain
+        and not verdict.abstained
+        and not chain_complete(hops)
+        and not _connected(answer, verdict.citations, hops, state)
+    ):
+        # An incomplete chain's reader answered from a passage about something else (the
+        # seats of an arena the chain never reached).
+        verdict = abstain("answer_unconnected", answer=answer)
     if verdict.abstained and hops and cfg.abstain:
         # The reader's answer did not stand either: say where the chain stopped.
         verdict = _chain_abstention(question, hops) or verdict
@@ -126,9 +138,12 @@ def _chain_verdict(
         return answer, AbstentionVerdict(
             False, citations=tuple(chain_passages(hops)), grounding=how
         )
-    if not cfg.abstain or (
-        cfg.incomplete_chain == "read" and _has_foothold(state["question"], hops, state)
-    ):
+    if not cfg.abstain:
+        return None
+    absent = _absent_hop_entity(hops, state.get("evidence", []))
+    if absent is not None:
+        return "", absent
+    if cfg.incomplete_chain == "read" and _has_foothold(state["question"], hops, state):
         return None  # the reader answers from the evidence and the hops found
     stopped = _chain_abstention(state["question"], hops)
     return None if stopped is None else ("", stopped)
@@ -152,6 +167,52 @@ def _earlier_hop_answered(question: str, answer: str, hops: list[Hop]) -> int | 
         if hop["status"] == "resolved" and normalised(hop["answer"] or "") == wanted:
             return None if asked_noun and hop["type_noun"] == asked_noun else number
     return None
+
+
+def _stuck_hop(hops: list[Hop]) -> int | None:
+    """The first hop the chain did not resolve (None: a complete chain)."""
+    return next((i for i, hop in enumerate(hops) if hop["status"] != "resolved"), None)
+
+
+def _absent_hop_entity(hops: list[Hop], evidence: list[Document]) -> AbstentionVerdict | None:
+    """An incomplete chain stopped at a hop whose entity no passage is about (its title or
+    first sentence: the corpus has no page on it): what a reader would answer is a guess
+    from passages about other things. None: the chain is complete, or the hop's entity has
+    a passage."""
+    stuck = _stuck_hop(hops)
+    if stuck is None:
+        return None
+    names = hop_entities(hops, stuck)
+    if not names or any(about(doc, name) for doc in evidence for name in names):
+        return None
+    return abstain("hop_entity_absent", names=" / ".join(names), what=repr(hop_text(hops, stuck)))
+
+
+def _connected(
+    answer: str, citations: tuple[str, ...] | list[str], hops: list[Hop], state: State
+) -> bool:
+    """Whether a reader's answer to an incomplete chain is stated in a passage linked to the
+    question: one that names something the question names or a hop resolved, or one whose
+    title a passage naming such a thing mentions (the bridge the chain did not resolve: the
+    company's page, named on the employee's). A yes/no, or an answer citing no passage, is
+    not judged here."""
+    if is_yes_no(answer) or not citations:
+        return True
+    names = question_names(state["question"]) + [
+        str(hop["answer"]) for hop in hops if hop["status"] == "resolved" and hop["answer"]
+    ]
+    evidence = state.get("evidence", [])
+    anchors = [doc for doc in evidence if any(mentions(passage_text(doc), n) for n in names)]
+    wanted = set(citations)
+    for doc in evidence:
+        if doc.get("id") not in wanted:
+            continue
+        title = str(doc.get("title", ""))
+        if doc in anchors or (
+            title and any(mentions(passage_text(anchor), title) for anchor in anchors)
+        ):
+            return True
+    return False
 
 
 def _has_foothold(question: str, hops: list[Hop], state: State) -> bool:
@@ -185,8 +246,7 @@ def _chain_abstention(question: str, hops: list[Hop]) -> AbstentionVerdict | Non
                 "chain_off_target", found=hops[-1]["expects"], asked=asked[1] or asked[0]
             )
         return None
-    stuck = next((i for i, hop in enumerate(hops) if hop["status"] != "resolved"), 0)
-    return abstain("chain_incomplete", what=repr(hop_text(hops, stuck)))
+    return abstain("chain_incomplete", what=repr(hop_text(hops, _stuck_hop(hops) or 0)))
 
 
 def _verdict_before_answer(state: State, evidence: list[Document]) -> AbstentionVerdict | None:

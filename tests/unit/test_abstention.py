@@ -305,6 +305,8 @@ def test_question_entities_are_names_quotes_and_numbers_in_any_language() -> Non
         "Dan Masterson",
     ]
     assert question_entities("Did J.R.R. Tolkien teach at Leeds?") == ["J.R.R. Tolkien", "Leeds"]
+    # A first word with a middle initial after it opens the name ("O" is a stop word alone).
+    assert question_entities("Roger O. Egeberg was born where?") == ["Roger O. Egeberg"]
     # Numbers are not required by default (a question's condition is often worded otherwise).
     assert missing_entities("Who ran Kestrel Labs in 1950?", docs("kestrel")) == []
     assert missing_entities("Who ran Kestrel Labs in 1950?", docs("kestrel"), numbers=True) == [

@@ -573,6 +573,48 @@ def test_a_stuck_chain_that_names_a_known_entity_still_lets_the_reader_answer() 
     assert not final["abstained"] and final["answer"] == "Ilsa Marr"
 
 
+def test_a_chain_stuck_at_an_entity_no_passage_is_about_gets_no_readers_guess() -> None:
+    # Brenwick Labs is named in passing (not in a title or a first sentence): the corpus has no
+    # page on it, so the reader's answer from the other passages is a guess.
+    passages = [
+        *PASSAGES,
+        Passage("p-note", "Ilsa Marr", "Ilsa Marr founded a firm. She once visited Brenwick Labs."),
+    ]
+    question = "Who founded Brenwick Labs?"
+    cfg = Configuration(sub_question_answering="chain", max_steps=16, max_retrieval_calls=10)
+    model = hop_responder({}, {}, reads="Ilsa Marr")
+    final = build_graph(KeywordSearcher(passages), configuration=cfg, llm=LLMClient(model)).invoke(
+        {"question": question}
+    )
+    assert final["abstained"] and final["answer"] == ""
+    assert "no passage is about Brenwick Labs" in final["abstain_reason"], final["abstain_reason"]
+    # Abstention off: the reader still answers.
+    off = cfg.model_copy(update={"abstain": False})
+    final = build_graph(KeywordSearcher(passages), configuration=off, llm=LLMClient(model)).invoke(
+        {"question": question}
+    )
+    assert final["answer"] == "Ilsa Marr"
+
+
+def test_an_incomplete_chains_reader_answer_from_an_unconnected_passage_does_not_stand() -> None:
+    # No passage states the hop; the reader names a city that only Tom Reyl's passage states, a
+    # passage naming nothing the question names.
+    question = "In which city did the entrepreneur behind Selkthorn Robotics patent a robot?"
+    found = [p for p in PASSAGES if p.id in ("c-selk", "p-tom")]
+    cfg = Configuration(sub_question_answering="chain", max_steps=16, max_retrieval_calls=10)
+
+    def run(reads: str) -> dict:
+        model = LLMClient(hop_responder({}, {}, reads=reads))
+        graph = build_graph(FixedSearcher(found), configuration=cfg, llm=model)
+        return graph.invoke({"question": question})
+
+    final = run("Ambelwyn")
+    assert final["abstained"] and final["answer"] == ""
+    # Stated in a passage naming the question's entity, the answer stands.
+    final = run("Quarstead")
+    assert not final["abstained"] and final["answer"] == "Quarstead"
+
+
 def test_a_reader_naming_the_questions_own_subject_does_not_stand() -> None:
     question = "How many patents does Selkthorn Robotics hold?"
     final = graph_for(hop_responder({}, {}, reads="Selkthorn Robotics")).invoke(
