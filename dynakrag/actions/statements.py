@@ -64,7 +64,7 @@ def about(doc: Document, name: str) -> bool:
     return bool(first) and names_entity(doc, first[0], name)
 
 
-def _bare_title(doc: Document) -> str:
+def bare_title(doc: Document) -> str:
     """A passage's title less a trailing qualifier ("Keith Bostic (American football)")."""
     return _QUALIFIER.sub("", str(doc.get("title", "")))
 
@@ -73,7 +73,7 @@ def _subject(doc: Document, name: str) -> bool:
     """Whether ``name`` is the subject of the passage: its title (less a qualifier) or the
     start of its first sentence ("Boston is a town in Lincolnshire" is about Boston, not
     Lincolnshire, though :func:`about` counts it for both)."""
-    title = _bare_title(doc)
+    title = bare_title(doc)
     if normalised(title) == normalised(name):
         return True
     first = sentences(str(doc.get("text", "")))[:1]
@@ -101,7 +101,7 @@ def namesake(doc: Document, name: str) -> bool:
     qualifier such as "(footballer)") is another name of two words or more with the same last
     word ("Kenton Richardson" for "Terry Richardson"), so its "Kenton Terry Richardson (born
     1999)" is not the person asked about."""
-    title = _bare_title(doc)
+    title = bare_title(doc)
     wanted, have = normalised(name).split(), normalised(title).split()
     return (
         len(wanted) >= 2

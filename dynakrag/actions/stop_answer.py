@@ -10,6 +10,8 @@ passages an answer rests on.
 
 from __future__ import annotations
 
+import re
+
 from dynakrag import prompts
 from dynakrag.actions.answer_kind import asked_for, is_an_option, not_an_option
 from dynakrag.actions.chain import (
@@ -32,9 +34,10 @@ from dynakrag.actions.grounding import (
     normalised,
     verdict_from_record,
 )
-from dynakrag.actions.statements import about, mentions, passage_text
-from dynakrag.actions.text import content_words, looks_like_value, question_names
+from dynakrag.actions.statements import about, bare_title, mentions, passage_text
+from dynakrag.actions.text import STOP_NAMES, content_words, looks_like_value, question_names
 from dynakrag.configuration import Configuration
+from dynakrag.entity_classes import CLASS_HEADS
 from dynakrag.llm.answers import parse_final_answer
 from dynakrag.llm.client import NO_USAGE, Usage
 from dynakrag.state import Document, Hop, State, StateUpdate
@@ -175,30 +178,53 @@ def _stuck_hop(hops: list[Hop]) -> int | None:
 
 
 def _absent_hop_entity(hops: list[Hop], evidence: list[Document]) -> AbstentionVerdict | None:
-    """An incomplete chain stopped at a hop whose entity no passage is about (its title or
-    first sentence: the corpus has no page on it): what a reader would answer is a guess
-    from passages about other things. None: the chain is complete, or the hop's entity has
-    a passage."""
+    """An incomplete chain stopped at a hop whose entity the passages know nothing of: none
+    is about it, none names it in full and no title is a form of its name ("Kaiser Ventures"
+    for "Kaiser Ventures Corporation", "Bob Seger" for "Robert C Seger"). What a reader would
+    answer is then a guess from passages about other things. None: the chain is complete, or
+    the hop's entity has a passage."""
     stuck = _stuck_hop(hops)
     if stuck is None:
         return None
     names = hop_entities(hops, stuck)
-    if not names or any(about(doc, name) for doc in evidence for name in names):
+    if not names or any(_known(name, evidence) for name in names):
         return None
     return abstain("hop_entity_absent", names=" / ".join(names), what=repr(hop_text(hops, stuck)))
+
+
+def _known(name: str, evidence: list[Document]) -> bool:
+    """Whether a passage is about ``name``, names it in full, or is titled with a form of it:
+    a title within the name but for class nouns ("Kaiser Ventures" for "Kaiser Ventures
+    Corporation", "Bansaan" for "Bansaan Island", not "Fishing Lake" for "Brown State Fishing
+    Lake"), a title holding the name, or the same last word unless that word is a class noun
+    ("Bob Seger" for "Robert C Seger")."""
+    words = content_words(name)
+    last = name.split()[-1].lower() if name.split() else ""
+    for doc in evidence:
+        if about(doc, name) or mentions(passage_text(doc), name):
+            return True
+        title = bare_title(doc)
+        title_words = content_words(title)
+        if not title_words or not words:
+            continue
+        if (title_words <= words and words - title_words <= CLASS_HEADS) or words <= title_words:
+            return True
+        if last not in CLASS_HEADS and title.split()[-1].lower() == last:
+            return True
+    return False
 
 
 def _connected(
     answer: str, citations: tuple[str, ...] | list[str], hops: list[Hop], state: State
 ) -> bool:
     """Whether a reader's answer to an incomplete chain is stated in a passage linked to the
-    question: one that names something the question names or a hop resolved, or one whose
-    title a passage naming such a thing mentions (the bridge the chain did not resolve: the
-    company's page, named on the employee's). A yes/no, or an answer citing no passage, is
-    not judged here."""
+    question: one that names a capitalised word of the question or what a hop resolved, or
+    one whose title a passage naming such a thing mentions (the bridge the chain did not
+    resolve: the company's page, named on the employee's). A yes/no, or an answer citing no
+    passage, is not judged here."""
     if is_yes_no(answer) or not citations:
         return True
-    names = question_names(state["question"]) + [
+    names = _capitalised_words(state["question"]) + [
         str(hop["answer"]) for hop in hops if hop["status"] == "resolved" and hop["answer"]
     ]
     evidence = state.get("evidence", [])
@@ -213,6 +239,13 @@ def _connected(
         ):
             return True
     return False
+
+
+def _capitalised_words(question: str) -> list[str]:
+    """Each capitalised word of the question, the first one included, less a possessive and
+    words capitalised only to open a sentence ("Suicide's 1977 album ..." gives "Suicide")."""
+    words = [re.sub(r"['’]s$", "", w.strip(".,;:!?\"'()")) for w in question.split()]
+    return [w for w in words if w[:1].isupper() and w not in STOP_NAMES and len(w) > 1]
 
 
 def _has_foothold(question: str, hops: list[Hop], state: State) -> bool:

@@ -574,11 +574,11 @@ def test_a_stuck_chain_that_names_a_known_entity_still_lets_the_reader_answer() 
 
 
 def test_a_chain_stuck_at_an_entity_no_passage_is_about_gets_no_readers_guess() -> None:
-    # Brenwick Labs is named in passing (not in a title or a first sentence): the corpus has no
-    # page on it, so the reader's answer from the other passages is a guess.
+    # No passage is about Brenwick Labs, names it in full or is titled with a form of its name:
+    # the reader's answer from a passage about something else is a guess.
     passages = [
         *PASSAGES,
-        Passage("p-note", "Ilsa Marr", "Ilsa Marr founded a firm. She once visited Brenwick Labs."),
+        Passage("p-note", "Founded firms", "Ilsa Marr founded a firm. She once visited Brenwick."),
     ]
     question = "Who founded Brenwick Labs?"
     cfg = Configuration(sub_question_answering="chain", max_steps=16, max_retrieval_calls=10)
@@ -594,6 +594,20 @@ def test_a_chain_stuck_at_an_entity_no_passage_is_about_gets_no_readers_guess() 
         {"question": question}
     )
     assert final["answer"] == "Ilsa Marr"
+
+
+def test_a_title_that_is_a_form_of_the_hops_entity_counts_as_its_page() -> None:
+    from dynakrag.actions.stop_answer import _known
+
+    def page(title: str) -> list[dict[str, str]]:
+        return [{"id": "x", "title": title, "text": "Something else entirely."}]
+
+    assert _known("Kaiser Ventures Corporation", page("Kaiser Ventures"))
+    assert _known("Bansaan Island", page("Bansaan"))
+    assert _known("Robert C Seger", page("Bob Seger"))
+    assert _known("Against the Wind", page("Against the Wind (album)"))
+    assert not _known("Brown State Fishing Lake", page("Fishing Lake"))
+    assert not _known("Brown State Fishing Lake", page("Higgins Lake"))
 
 
 def test_an_incomplete_chains_reader_answer_from_an_unconnected_passage_does_not_stand() -> None:
