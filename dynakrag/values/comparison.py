@@ -156,7 +156,7 @@ def _asking_part(text: str) -> str:
     return "".join(masked)
 
 
-def _ordering_at(text: str, match: re.Match[str]) -> Ordering:
+def _ordering_at(match: re.Match[str]) -> Ordering:
     """The ordering a cue (or a birth rank) asks."""
     if match.re is _BORN_RANK:
         rank = _rank(match.group("rank") or match.group("rank_before"))
@@ -214,7 +214,7 @@ def comparison_asked(question: str, scale: Scale | None = None) -> Ordering | Eq
                 start = match.start("rank") if match.group("rank") else match.start("cue")
                 if _in_name(text, start):
                     continue
-            ordering = _ordering_at(text, match)
+            ordering = _ordering_at(match)
             if scale is None or ordering.scale == scale:
                 return ordering
     return None
