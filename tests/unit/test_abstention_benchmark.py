@@ -212,3 +212,14 @@ def test_the_demo_rewordings_are_demo_worlds(monkeypatch: pytest.MonkeyPatch) ->
         items, _ = bench.build_set([], 1, reworded=True)
         hq = [it for it in items if it.id.startswith("demo-reworded-q-hq-")]
         assert hq and all(it.question.startswith("Where does ") for it in hq)
+
+
+@needs_data
+def test_settings_on_alone_runs_only_the_abstaining_runs(tmp_path: Path) -> None:
+    argv = ["--parts", "set", "--fake-llm", "--retriever", "bm25", "--limit", "1", "--quiet",
+            "--methods", "naive", "--settings", "on", "--out-dir", str(tmp_path)]  # fmt: skip
+    with benchmark_module("abstention") as bench:
+        assert bench.main(argv) == 0
+    result = json.loads((tmp_path / "abstention.json").read_text(encoding="utf-8"))
+    assert [(row["method"], row["abstain"]) for row in result["set"]["rows"]] == [("naive", "on")]
+    assert [p.name for p in (tmp_path / "abstention-runs").glob("*.jsonl")] == ["naive-on.jsonl"]
