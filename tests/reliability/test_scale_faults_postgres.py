@@ -41,6 +41,7 @@ from tests.reliability.scale_faults import (
     terminate_backends,
     write_demo_corpus,
 )
+from tests.threads import errors_in_threads
 
 pytestmark = FAULT_MARKS
 
@@ -344,25 +345,12 @@ def test_first_writers_at_once_create_the_records_table_once(server) -> None:
     CREATE TABLE IF NOT EXISTS alone races (a unique violation on the table's row type)."""
     for round_ in range(5):
         url = server.create_database(f"first_writers_{round_}")
-        errors: list[BaseException] = []
         start = threading.Barrier(4)
 
-        def write(
-            i: int,
-            url: str = url,
-            start: threading.Barrier = start,
-            errors: list[BaseException] = errors,
-        ) -> None:
-            try:
-                start.wait()
-                write_log_records(url, [{"dataset": "d", "example_id": str(i)}])
-            except BaseException as exc:
-                errors.append(exc)
+        def write(i: int, url: str = url, start: threading.Barrier = start) -> None:
+            start.wait()
+            write_log_records(url, [{"dataset": "d", "example_id": str(i)}])
 
-        writers = [threading.Thread(target=write, args=(i,)) for i in range(4)]
-        for writer in writers:
-            writer.start()
-        for writer in writers:
-            writer.join()
+        errors = errors_in_threads(write, [(i,) for i in range(4)])
         assert errors == []
         assert len(read_log_records(url)) == 4

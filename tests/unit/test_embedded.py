@@ -24,6 +24,7 @@ from dynakrag.llm.model_assembly import assemble_model, model_path
 from dynakrag.llm.server_command import llama_server_command
 from dynakrag.llm.server_process import EmbeddedServer, find_free_port
 from tests.fakes import FAKE_MODEL_SERVER
+from tests.threads import errors_in_threads
 
 # --------------------------------------------------------------------------------------------
 # Assembly
@@ -129,20 +130,11 @@ def test_concurrent_assembly_is_safe(tmp_path: Path) -> None:
     parts, expected = _make_parts(tmp_path / "parts", list(range(1, 13)))
     kwargs = {"expected_sha256": _digest(expected), "expected_size": len(expected)}
     results: list[Path] = []
-    errors: list[BaseException] = []
 
     def run() -> None:
-        try:
-            path = assemble_model(tmp_path / "cache", parts=parts, progress=False, **kwargs)
-            results.append(path)
-        except BaseException as exc:
-            errors.append(exc)
+        results.append(assemble_model(tmp_path / "cache", parts=parts, progress=False, **kwargs))
 
-    threads = [threading.Thread(target=run) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = errors_in_threads(run, [()] * 4)
     assert errors == []
     assert len(set(results)) == 1
     assert results[0].read_bytes() == expected

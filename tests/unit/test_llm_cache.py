@@ -12,6 +12,7 @@ from langchain_core.outputs import ChatGeneration, Generation
 from dynakrag.llm.cache import CachedChatModel, SQLiteLLMCache, default_cache_path, model_identity
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
+from tests.threads import errors_in_threads
 
 
 class CountingModel:
@@ -102,21 +103,13 @@ def test_json_replies_round_trip(tmp_path: Path) -> None:
 def test_thread_safe_under_concurrent_calls(tmp_path: Path) -> None:
     counter = CountingModel()
     llm, cache = cached_client(tmp_path, counter)
-    errors: list[BaseException] = []
 
     def work(worker: int) -> None:
-        try:
-            for i in range(20):
-                text, _ = llm.text([("system", "s"), ("human", f"q{(worker + i) % 10}")])
-                assert text == f"echo: q{(worker + i) % 10}"
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
+        for i in range(20):
+            text, _ = llm.text([("system", "s"), ("human", f"q{(worker + i) % 10}")])
+            assert text == f"echo: q{(worker + i) % 10}"
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = errors_in_threads(work, [(n,) for n in range(8)])
     assert not errors
     assert cache.hits + cache.misses == 160
     assert len(cache) == 10
