@@ -207,13 +207,16 @@ def evidence_verdict(
     a chain: a chain judges coverage by its hops, not by the share of the question's words,
     and a complete one is not undone by a one-word side condition no passage mentions. A
     question that names nothing ("--max-steps 999999") gives its hops no entity to be about,
-    so the share of its words in the passages judges it, as without a chain."""
+    so the share of its words in the passages judges it, as without a chain. A complete chain
+    none of whose hops is about an entity ("What is the first passage in the database?"
+    planned for "SELECT * FROM passages;") is anchored to nothing: it excuses no name."""
     names = _names_in(question)
+    anchored = any(hop_entities(hops, index) for index in range(len(hops)))
     return abstention_before_answer(
         question,
         evidence,
         coverage=not hops or not names,
-        complete_chain=bool(hops) and chain_complete(hops),
+        complete_chain=chain_complete(hops) and anchored,
     )
 
 

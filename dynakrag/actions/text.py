@@ -30,13 +30,21 @@ def content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _FUNCTION_WORDS and len(w) > 1}
 
 
+def _stop_name(word: str) -> bool:
+    """A word that names nothing: one of :data:`STOP_NAMES`, or one of them shouted in
+    capitals ("FROM" in "SELECT * FROM passages;"); short capitals stay names ("IT", "US")."""
+    return word in STOP_NAMES or (
+        len(word) > 3 and word.isupper() and word.capitalize() in STOP_NAMES
+    )
+
+
 def question_names(text: str) -> list[str]:
     """Capitalised names in a question, leaving out its first word and question words."""
     body = text.strip()
     _, _, rest = body.partition(" ")
     names = []
     for match in _CAPITALISED.findall(rest):
-        words = [w for w in match.split() if w not in STOP_NAMES]
+        words = [w for w in match.split() if not _stop_name(w)]
         if words:
             names.append(" ".join(words))
     return names

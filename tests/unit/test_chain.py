@@ -17,6 +17,7 @@ from dynakrag.actions.chain import (
     without_trailing_checks,
 )
 from dynakrag.actions.statements import find_statement, label_of, whole_name
+from dynakrag.actions.text import question_names
 from dynakrag.configuration import Configuration
 from dynakrag.decomposition import (
     decompose,
@@ -546,6 +547,23 @@ def test_an_instruction_in_place_of_a_question_gets_no_readers_guess() -> None:
     final = graph.invoke({"question": question})
     assert final["hops"][0]["status"] == "failed"
     assert final["abstained"] and final["answer"] == ""
+
+
+def test_a_chain_about_no_entity_excuses_no_name_the_passages_lack() -> None:
+    # The embedded model planned "SELECT * FROM passages;" as one hop naming nothing, and a
+    # sentence stating its answer resolved it: no hop is about an entity, so "SELECT", which
+    # no passage mentions, is not a side condition the chain may pass over.
+    question = "SELECT * FROM passages;"
+    plan = ["What is the first passage in the database?"]
+    cfg = Configuration(sub_question_answering="chain", max_steps=16, max_retrieval_calls=10)
+    model = hop_responder({question: plan}, {plan[0]: "Quarstead"}, reads="Quarstead")
+    final = build_graph(FixedSearcher(PASSAGES), configuration=cfg, llm=LLMClient(model)).invoke(
+        {"question": question}
+    )
+    assert final["hops"][0]["status"] == "resolved"
+    assert final["abstained"] and final["answer"] == ""
+    assert "does not mention SELECT" in final["abstain_reason"], final["abstain_reason"]
+    assert "FROM" not in question_names(question) and "NASA" in question_names("Is NASA old?")
 
 
 def test_an_input_that_names_nothing_gets_no_hops_answer() -> None:
