@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import sentencex
 
 from dynakrag.actions.grounding import is_yes_no, normalised, statement_of
-from dynakrag.entity_classes import CLASS_NOUNS
+from dynakrag.actions.text import content_words
+from dynakrag.entity_classes import CLASS_HEADS, CLASS_NOUNS
 from dynakrag.state import Document, HopKind
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "about",
     "find_statement",
     "kind_fits",
+    "known",
     "label_of",
     "labelled_names",
     "mentions",
@@ -111,6 +113,28 @@ def namesake(doc: Document, name: str) -> bool:
         and not mentions(title, name)
         and not mentions(name, title)  # "Elizabeth II" for "Queen Elizabeth II"
     )
+
+
+def known(name: str, evidence: Sequence[Document]) -> bool:
+    """Whether a passage is about ``name``, names it in full, or is titled with a form of it:
+    a title within the name but for class nouns ("Kaiser Ventures" for "Kaiser Ventures
+    Corporation", "Bansaan" for "Bansaan Island", not "Fishing Lake" for "Brown State Fishing
+    Lake"), a title holding the name, or the same last word unless that word is a class noun
+    ("Bob Seger" for "Robert C Seger")."""
+    words = content_words(name)
+    last = name.split()[-1].lower() if name.split() else ""
+    for doc in evidence:
+        if about(doc, name) or mentions(passage_text(doc), name):
+            return True
+        title = bare_title(doc)
+        title_words = content_words(title)
+        if not title_words or not words:
+            continue
+        if (title_words <= words and words - title_words <= CLASS_HEADS) or words <= title_words:
+            return True
+        if last not in CLASS_HEADS and title.split()[-1].lower() == last:
+            return True
+    return False
 
 
 def passage_text(doc: Document) -> str:

@@ -10,8 +10,6 @@ passages an answer rests on.
 
 from __future__ import annotations
 
-import re
-
 from dynakrag import prompts
 from dynakrag.actions.answer_kind import asked_for, is_an_option, not_an_option
 from dynakrag.actions.chain import (
@@ -34,10 +32,14 @@ from dynakrag.actions.grounding import (
     normalised,
     verdict_from_record,
 )
-from dynakrag.actions.statements import about, bare_title, mentions, passage_text
-from dynakrag.actions.text import STOP_NAMES, content_words, looks_like_value, question_names
+from dynakrag.actions.statements import known, mentions, passage_text
+from dynakrag.actions.text import (
+    capitalised_words,
+    content_words,
+    looks_like_value,
+    question_names,
+)
 from dynakrag.configuration import Configuration
-from dynakrag.entity_classes import CLASS_HEADS
 from dynakrag.llm.answers import parse_final_answer
 from dynakrag.llm.client import NO_USAGE, Usage
 from dynakrag.state import Document, Hop, State, StateUpdate
@@ -187,31 +189,9 @@ def _absent_hop_entity(hops: list[Hop], evidence: list[Document]) -> AbstentionV
     if stuck is None:
         return None
     names = hop_entities(hops, stuck)
-    if not names or any(_known(name, evidence) for name in names):
+    if not names or any(known(name, evidence) for name in names):
         return None
     return abstain("hop_entity_absent", names=" / ".join(names), what=repr(hop_text(hops, stuck)))
-
-
-def _known(name: str, evidence: list[Document]) -> bool:
-    """Whether a passage is about ``name``, names it in full, or is titled with a form of it:
-    a title within the name but for class nouns ("Kaiser Ventures" for "Kaiser Ventures
-    Corporation", "Bansaan" for "Bansaan Island", not "Fishing Lake" for "Brown State Fishing
-    Lake"), a title holding the name, or the same last word unless that word is a class noun
-    ("Bob Seger" for "Robert C Seger")."""
-    words = content_words(name)
-    last = name.split()[-1].lower() if name.split() else ""
-    for doc in evidence:
-        if about(doc, name) or mentions(passage_text(doc), name):
-            return True
-        title = bare_title(doc)
-        title_words = content_words(title)
-        if not title_words or not words:
-            continue
-        if (title_words <= words and words - title_words <= CLASS_HEADS) or words <= title_words:
-            return True
-        if last not in CLASS_HEADS and title.split()[-1].lower() == last:
-            return True
-    return False
 
 
 def _connected(
@@ -224,7 +204,7 @@ def _connected(
     passage, is not judged here."""
     if is_yes_no(answer) or not citations:
         return True
-    names = _capitalised_words(state["question"]) + [
+    names = capitalised_words(state["question"]) + [
         str(hop["answer"]) for hop in hops if hop["status"] == "resolved" and hop["answer"]
     ]
     evidence = state.get("evidence", [])
@@ -239,13 +219,6 @@ def _connected(
         ):
             return True
     return False
-
-
-def _capitalised_words(question: str) -> list[str]:
-    """Each capitalised word of the question, the first one included, less a possessive and
-    words capitalised only to open a sentence ("Suicide's 1977 album ..." gives "Suicide")."""
-    words = [re.sub(r"['’]s$", "", w.strip(".,;:!?\"'()")) for w in question.split()]
-    return [w for w in words if w[:1].isupper() and w not in STOP_NAMES and len(w) > 1]
 
 
 def _has_foothold(question: str, hops: list[Hop], state: State) -> bool:

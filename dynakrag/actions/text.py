@@ -38,6 +38,13 @@ def _stop_name(word: str) -> bool:
     )
 
 
+def capitalised_words(question: str) -> list[str]:
+    """Each capitalised word of the question, the first one included, less a possessive and
+    words capitalised only to open a sentence ("Suicide's 1977 album ..." gives "Suicide")."""
+    words = [re.sub(r"['’]s$", "", w.strip(".,;:!?\"'()")) for w in question.split()]
+    return [w for w in words if w[:1].isupper() and not _stop_name(w) and len(w) > 1]
+
+
 def question_names(text: str) -> list[str]:
     """Capitalised names in a question, leaving out its first word and question words."""
     body = text.strip()

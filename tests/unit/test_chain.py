@@ -615,17 +615,17 @@ def test_a_chain_stuck_at_an_entity_no_passage_is_about_gets_no_readers_guess() 
 
 
 def test_a_title_that_is_a_form_of_the_hops_entity_counts_as_its_page() -> None:
-    from dynakrag.actions.stop_answer import _known
+    from dynakrag.actions.statements import known
 
     def page(title: str) -> list[dict[str, str]]:
         return [{"id": "x", "title": title, "text": "Something else entirely."}]
 
-    assert _known("Kaiser Ventures Corporation", page("Kaiser Ventures"))
-    assert _known("Bansaan Island", page("Bansaan"))
-    assert _known("Robert C Seger", page("Bob Seger"))
-    assert _known("Against the Wind", page("Against the Wind (album)"))
-    assert not _known("Brown State Fishing Lake", page("Fishing Lake"))
-    assert not _known("Brown State Fishing Lake", page("Higgins Lake"))
+    assert known("Kaiser Ventures Corporation", page("Kaiser Ventures"))
+    assert known("Bansaan Island", page("Bansaan"))
+    assert known("Robert C Seger", page("Bob Seger"))
+    assert known("Against the Wind", page("Against the Wind (album)"))
+    assert not known("Brown State Fishing Lake", page("Fishing Lake"))
+    assert not known("Brown State Fishing Lake", page("Higgins Lake"))
 
 
 def test_an_incomplete_chains_reader_answer_from_an_unconnected_passage_does_not_stand() -> None:
