@@ -12,8 +12,10 @@ from dynakrag.values import EARLIER, LATER
 
 __all__ = ["NAME", "compared_dates", "offered_options", "options_apart"]
 
-NAME = r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|in|on|for|to|de|a|an)\s+)*[A-Z0-9][\w'’-]*)*"
-"""A name as written in a question: capitalised words, with the small words titles hold."""
+_WORDS = r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|in|on|for|to|de|a|an)\s+)*[A-Z0-9][\w'’-]*)*"
+NAME = rf"{_WORDS}(?:,\s+\d+(?:st|nd|rd|th)\s+{_WORDS})?"
+"""A name as written in a question: capitalised words, with the small words titles hold, and
+a numbered title after a comma ("Edward Baring, 1st Baron Revelstoke")."""
 
 _BETWEEN = re.compile(rf"\b[Bb]etween\s+(?:the\s+)?({NAME})\s+and\s+(?:the\s+)?({NAME})")
 _LEAD = r"(?:[,:][\"”’']?\s*|\b(?:[a-z]+er|(?:more|fewer|less)\s+[a-z]+|first|last),?\s+)"

@@ -302,6 +302,15 @@ _RELATIVE = re.compile(
 )
 """A thing described by a clause that ends the question (where a clause stops inside a
 question, "... where Ada works born?", is not told by a rule)."""
+_CONTACT = re.compile(
+    r"\b(?:the|a|an)\s+([a-z]+(?:\s+[a-z]+)?)\s+()([A-Z][^,?;]*?\s(?:after|for|on|in|with|by|"
+    r"at|from|to|about))\s*[?.!]*\s*$"
+)
+"""A thing described by a clause without its relative word, told by the name that opens the
+clause and the preposition it leaves at the question's end ("the person Mach's principle was
+named after", "the city Ada was born in"); groups as :data:`_RELATIVE`'s, the word empty."""
+_DO_SUPPORT = re.compile(r"\b(?:did|does|do)\b", re.IGNORECASE)
+_ENDS_WITH_AUXILIARY = re.compile(r"\b(?:is|was|are|were|did|does|do|has|have|had)\s*$", re.I)
 _LAST_OF = re.compile(rf"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(?:the\s+)?(#\d+|{NAME})")
 _ASKED_FIRST = re.compile(
     r"^\s*(?:(?:please\s+)?(?:name|give|list|identify|tell\s+me)|(?:what|which|who)\s+"
@@ -321,7 +330,25 @@ def _clause_to_cut(text: str) -> re.Match[str] | None:
         if not (_WH_WORD.search(found.group(3)) or _ASKED_FIRST.match(text[: found.start()])):
             return found
         start = found.start() + 1
-    return None
+    return _contact_clause(text)
+
+
+def _contact_clause(text: str) -> re.Match[str] | None:
+    """A thing described by a clause without its relative word (:data:`_CONTACT`), unless it
+    is the thing asked for or the subject of the question's own verb ("Which country is the
+    film Titanic set in?": "the film Titanic" is named, and "set in" is the question's)."""
+    found = _CONTACT.search(text)
+    if found is None:
+        return None
+    before = text[: found.start()]
+    if _ASKED_FIRST.match(before) or _ENDS_WITH_AUXILIARY.search(before):
+        return None
+    if _DO_SUPPORT.search(before) or _is_participle(found.group(1).split()[-1]):
+        # "What did the singer ... in the movie B win a Tony for?": the question's own verb
+        # comes after "did", inside what reads as the clause; "a character named B set in"
+        # names B.
+        return None
+    return found
 
 
 def split_facts(sub_questions: Sequence[str]) -> list[str]:
@@ -363,7 +390,8 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
                 clause, tail = _clause_and_tail(text[: relative.start()], clause)
                 if tail is None:
                     break  # where the clause ends is not told by a rule
-                out.append(f"What is the {noun} {word} {clause.strip()}?")
+                described = " ".join(part for part in (noun, word, clause.strip()) if part)
+                out.append(f"What is the {described}?")
                 text = f"{text[: relative.start()]}#{len(out)}{tail}?"
             else:
                 break
@@ -472,6 +500,8 @@ def joins_facts(sub_question: str) -> bool:
     if _POSSESSIVE_CHAIN.search(sub_question) or _possessive_fact(sub_question):
         return True
     if _DESCRIBED.search(lowered) or _CHAINED_OF.search(sub_question):
+        return True
+    if _contact_clause(sub_question) is not None:
         return True
     return any(_cuttable_of(sub_question, phrase) for phrase in _LAST_OF.finditer(sub_question))
 

@@ -87,6 +87,33 @@ def test_a_sub_question_joining_two_facts_is_cut_innermost_first() -> None:
     ]
 
 
+def test_a_clause_without_its_relative_word_is_a_fact_of_its_own() -> None:
+    # Told by the name opening the clause and the preposition it leaves at the end.
+    assert split_facts(["Who is the employer of the person Mach's principle was named after?"]) == [
+        "What is the person Mach's principle was named after?",
+        "Who is the employer of #1?",
+    ]
+    assert split_facts(["Which river flows through the city Ada Voss was born in?"]) == [
+        "What is the city Ada Voss was born in?",
+        "Which river flows through #1?",
+    ]
+    # A named thing that is the subject of the question's own verb is no clause, and the
+    # thing a question asks for is asked as it is.
+    for whole in (
+        "Which country is the film Titanic set in?",
+        "What is the person Mach's principle was named after?",
+        "Who played in the band Queen with Freddie Mercury?",
+    ):
+        assert not joins_facts(whole) and split_facts([whole]) == [whole]
+
+
+def test_a_possessive_of_a_numbered_title_is_cut_whole() -> None:
+    assert split_facts(["Who is the father of Edward Baring, 1st Baron Revelstoke's father?"]) == [
+        "Who is Edward Baring, 1st Baron Revelstoke's father?",
+        "Who is the father of #1?",
+    ]
+
+
 def test_a_plan_that_lost_a_relation_gives_way_to_the_rule_split() -> None:
     question = "Which river flows through the birth city of the founder of Selkthorn Robotics?"
     merged = hop_responder({question: ["Who founded Selkthorn Robotics?", "Which river flows "
