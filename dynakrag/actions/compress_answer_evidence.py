@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 
-from dynakrag.actions.chain import evidence_verdict, hop_text
+from dynakrag.actions.chain import evidence_verdict, hop_entities, hop_text
 from dynakrag.actions.chain_answer import chain_passages
 from dynakrag.actions.common import Resources, action_update
 from dynakrag.actions.grounding import EVIDENCE_VERDICT
-from dynakrag.actions.statements import about
+from dynakrag.actions.statements import about, passage_text
 from dynakrag.actions.sufficiency_check import is_grounded
 from dynakrag.actions.text import content_words, looks_like_value, question_names
 from dynakrag.configuration import Configuration
@@ -108,10 +108,13 @@ def dics_compress(
 
 def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usage, TraceDetails]:
     """DICS with a chain of hops: one selection criterion per hop. A resolved hop's criterion
-    is served by the passage that states its answer; the others' by DICS's choice among the
-    evidence (the GS selector over each hop's own criterion, no model call). Kept: the fewest
-    passages that serve every hop, in evidence order, each recorded with the hops it serves.
-    Documented fallback: nothing served keeps the evidence as it was."""
+    is served by the passage that states its answer, and by the passages that named each
+    entity it went through (a person's city, then the city's country); an open hop's by
+    DICS's choice (the GS selector over the hop's own criterion, no model call) among the
+    passages about the hop's entity, or among all the evidence when none is about it (or the
+    hop names none). Kept: the fewest passages that serve every hop, in evidence order, each
+    recorded with the hops it serves. Documented fallback: nothing served keeps the evidence
+    as it was."""
     from dynakrag.dsrag.criteria import one_criterion_each
     from dynakrag.dsrag.dics import dics_select
     from dynakrag.dsrag.pipeline import resolve_selector
@@ -119,32 +122,36 @@ def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usag
     hops = state["hops"]
     evidence = state.get("evidence", [])
     present = {doc["id"] for doc in evidence}
-    serves: dict[str, list[int]] = {}
-    how: dict[int, str] = {}
+    served: list[tuple[int, str, str]] = []  # (hop, passage, how)
     for number, hop in enumerate(hops, start=1):
         if hop["status"] == "resolved" and hop["passage"] in present:
-            serves.setdefault(str(hop["passage"]), []).append(number)
-            how[number] = "states its answer"
-    unserved = [number for number in range(1, len(hops) + 1) if number not in how]
-    if unserved and evidence:
+            served.append((number, str(hop["passage"]), "states its answer"))
+            for sentence in hop["via_sentences"]:
+                named = next((d for d in evidence if sentence in passage_text(d)), None)
+                if named is not None:
+                    served.append((number, str(named["id"]), "names the entity it went through"))
+            continue
+        if not evidence:
+            continue
+        names = hop_entities(hops, number - 1)
+        own = [doc for doc in evidence if any(about(doc, name) for name in names)]
         chosen = dics_select(
-            one_criterion_each([hop_text(hops, number - 1) for number in unserved]),
-            _candidates(evidence),
+            one_criterion_each([hop_text(hops, number - 1)]),
+            _candidates(own or evidence),
             resolve_selector(cfg),
             question=state["question"],
         )
-        for choice in chosen.choices:
-            if choice.criterion is not None:
-                number = unserved[choice.criterion]
-                serves.setdefault(str(choice.chunk_id), []).append(number)
-                how[number] = "chosen by DICS"
-    kept = [doc for doc in evidence if doc["id"] in serves][: cfg.max_final_docs]
+        how = "chosen by DICS among its entity's passages" if own else "chosen by DICS"
+        served += [
+            (number, str(c.chunk_id), how) for c in chosen.choices if c.criterion is not None
+        ]
+    keep = {passage for _, passage, _ in served}
+    kept = [doc for doc in evidence if doc["id"] in keep][: cfg.max_final_docs]
     details: TraceDetails = {
         "dics_mode": "hops",
         "hop_passages": [
-            {"hop": number, "passage": passage, "how": how[number]}
-            for passage, numbers in serves.items()
-            for number in numbers
+            {"hop": number, "passage": passage, "how": how}
+            for number, passage, how in dict.fromkeys(served)
         ],
     }
     return (kept or evidence[: cfg.max_final_docs]), NO_USAGE, details

@@ -233,8 +233,37 @@ def test_dics_chooses_a_passage_for_a_hop_the_chain_did_not_resolve() -> None:
     served = {p["hop"]: p for p in update["trace"][0]["hop_passages"]}
     assert served[1]["passage"] == "ada"
     # The shipped selector matches "Who founded Kestrel Labs?" to Kestrel Labs' own passage.
-    assert served[2] == {"hop": 2, "passage": "kestrel", "how": "chosen by DICS"}
+    how = "chosen by DICS among its entity's passages"
+    assert served[2] == {"hop": 2, "passage": "kestrel", "how": how}
     assert [d["id"] for d in update["evidence"]] == ["ada", "kestrel"]
+
+
+def test_dics_serves_a_hop_with_its_entitys_passage_and_the_passages_it_went_through() -> None:
+    from dynakrag.state import Document
+
+    res, _ = resources()
+    # An open hop about a named entity is served by a passage about it, not by one about
+    # another person that shares its words.
+    hops = _hops(("Where was Tom Reyl born?", None, None))
+    birthplaces = Document(
+        id="guide", title="Birthplaces", text="Lia Brand was born in Velford, where Orvane flows."
+    )
+    state = make_state(evidence=[birthplaces, doc("banana"), doc("tom")], hops=hops)
+    update = compress_answer_evidence(state, res, Configuration(compression="dics"))
+    assert update["trace"][0]["hop_passages"] == [
+        {"hop": 1, "passage": "tom", "how": "chosen by DICS among its entity's passages"}
+    ]
+    # A hop extended through the city its person's passage named keeps that passage too.
+    country = Document(id="quarmouth", title="Quarmouth", text="Quarmouth is a city in Vardonia.")
+    hops = _hops(("In which country was Tom Reyl born?", "Vardonia", "quarmouth"))
+    hops[0].update(via=["Quarmouth"], via_sentences=["Tom Reyl was born in Quarmouth."])
+    state = make_state(evidence=[doc("banana"), doc("tom"), country], hops=hops)
+    update = compress_answer_evidence(state, res, Configuration(compression="dics"))
+    assert [d["id"] for d in update["evidence"]] == ["tom", "quarmouth"]
+    assert [p["how"] for p in update["trace"][0]["hop_passages"]] == [
+        "states its answer",
+        "names the entity it went through",
+    ]
 
 
 def test_a_chain_judges_the_names_on_the_evidence_before_compression() -> None:
