@@ -47,35 +47,37 @@ lint: setup
 studio: setup
 	$(VENV)/bin/langgraph dev --no-browser
 
-# The shipped learned policy (issues #13, #24): exploration rollouts with branching on a
+# The shipped learned policy (issues #13, #24, #32): exploration rollouts with branching on a
 # stratified sample of POLICY_SAMPLE train questions per dataset (question type x hop count;
 # splits.json's train rows, never an eval row) of HotpotQA, 2Wiki and MuSiQue, open setting
-# over the pool of ALL of a dataset's train questions, the retriever `ask` uses by default
-# (Configuration.retriever), the configured generator (the embedded model), the paper's
-# support-recall labels (no answers in branches), 1 rollout, seed 13; then the forests
-# (feature schema 2). Collection cost and levers: docs/collection.md. Each collect resumes a
-# killed run where it stopped, continues from the shipped records (--resume-from: their
-# finished questions are copied, not collected again; a larger POLICY_SAMPLE adds only new
-# questions) and reads the disk LLM cache, so a rerun only refits. The records ship next to
-# the policy (lines sorted, gzip -n: the same records give the same bytes) and the policy is
-# fitted from that file. Collected on the joint check at the paper's budget (POLICY_SETTINGS), as
-# the shipped policy was, not on the library's default chain: the records' settings do not name
-# them, so a collection on the chain would mix its records with the shipped ones.
-POLICY_SETTINGS := DYNAKRAG_SUB_QUESTION_ANSWERING=joint DYNAKRAG_MAX_STEPS=4 \
-  DYNAKRAG_MAX_RETRIEVAL_CALLS=4
+# over the pool of ALL of a dataset's train questions, plus POLICY_DEMO_SAMPLE questions of the
+# demo worlds of the training seeds (dynakrag.data.demo.TRAINING_WORLD_SEEDS; never the shipped
+# or held-out worlds), each searching its own world. The library's default graph (the chain),
+# the retriever `ask` uses by default, the configured generator (the embedded model), the
+# paper's support-recall labels (no answers in branches), 1 rollout, seed 13; then the forests.
+# Collection cost and levers: docs/collection.md. Each collect resumes a killed run where it
+# stopped, continues from the shipped records (--resume-from: their finished questions of the
+# same settings, the controller's included, are copied, not collected again; a larger sample
+# adds only new questions) and reads the disk LLM cache, so a rerun only refits. The records
+# ship next to the policy (lines sorted, gzip -n: the same records give the same bytes) and
+# the policy is fitted from that file.
 POLICY_RUNS := runs/default-policy
 POLICY_SETS := hotpotqa 2wiki musique
-POLICY_SAMPLE := 100
+POLICY_SAMPLE := 200
+POLICY_DEMO_SAMPLE := 100
 POLICY_FILE := dynakrag/policy/models/default_policy.npz
 POLICY_RECORDS := dynakrag/policy/models/default_policy.records.jsonl.gz
+POLICY_COLLECT := --split train --labels recall --rollouts 1 --seed 13 \
+  --resume-from $(POLICY_RECORDS)
 default-policy: setup
 	mkdir -p $(POLICY_RUNS)
 	for dataset in $(POLICY_SETS); do \
-	  $(POLICY_SETTINGS) $(VENV)/bin/dynakrag collect --dataset $$dataset --split train \
-	    --setting open --sample $(POLICY_SAMPLE) --labels recall --rollouts 1 --seed 13 \
-	    --resume-from $(POLICY_RECORDS) --out $(POLICY_RUNS)/$$dataset.jsonl || exit 1; \
+	  $(VENV)/bin/dynakrag collect --dataset $$dataset --setting open --sample $(POLICY_SAMPLE) \
+	    $(POLICY_COLLECT) --out $(POLICY_RUNS)/$$dataset.jsonl || exit 1; \
 	done
-	LC_ALL=C sort $(foreach d,$(POLICY_SETS),$(POLICY_RUNS)/$(d).jsonl) \
+	$(VENV)/bin/dynakrag collect --dataset demo --setting distractor \
+	  --sample $(POLICY_DEMO_SAMPLE) $(POLICY_COLLECT) --out $(POLICY_RUNS)/demo.jsonl
+	LC_ALL=C sort $(foreach d,$(POLICY_SETS) demo,$(POLICY_RUNS)/$(d).jsonl) \
 	  | gzip -n -9 > $(POLICY_RECORDS).tmp
 	mv $(POLICY_RECORDS).tmp $(POLICY_RECORDS)
 	$(VENV)/bin/dynakrag train --trajectories $(POLICY_RECORDS) --seed 13 --out $(POLICY_FILE)

@@ -7,10 +7,13 @@
 training questions of D and writes labelled records (:mod:`dynakrag.training.collect`; their
 format: :mod:`dynakrag.training.records`). ``--split eval`` is refused (exit 2): collection is
 training, and eval rows are for reporting only. ``--dataset demo`` uses the generated demo
-corpus. The generator is the configured one (``DYNAKRAG_LLM_BASE_URL`` or the embedded
-model). With ``--workers`` / ``--scheduler`` the questions run on Dask workers
-(:mod:`dynakrag.training.workers`): the same records, appended to ``--out`` as each question
-finishes and resumed as below; with ``--log`` each worker writes its questions into the log.
+worlds of the training seeds (:data:`~dynakrag.data.demo.TRAINING_WORLD_SEEDS`; never the
+shipped world or the held-out ones the benchmarks measure on), each question searching its own
+world with ``--setting distractor``. The generator is the configured one
+(``DYNAKRAG_LLM_BASE_URL`` or the embedded model). With ``--workers`` / ``--scheduler`` the
+questions run on Dask workers (:mod:`dynakrag.training.workers`): the same records, appended
+to ``--out`` as each question finishes and resumed as below; with ``--log`` each worker
+writes its questions into the log.
 
 The defaults are the cheap ones (docs/collection.md measures each): the paper's support-recall
 labels (``--labels recall``: no answer is written inside a branch), each distinct model
@@ -193,10 +196,10 @@ def select_questions(
 ) -> tuple[list[QAExample], list[QAExample]]:
     """``(every train question of dataset, the selected ones)``: a stratified ``sample``
     (:func:`~dynakrag.training.sampling.stratified_sample`), the first ``limit``, or all."""
-    from dynakrag.training.collect import demo_examples
+    from dynakrag.training.collect import training_world_examples
     from dynakrag.training.sampling import stratified_sample
 
-    pool = demo_examples() if dataset == "demo" else load_examples(dataset, "train")
+    pool = training_world_examples() if dataset == "demo" else load_examples(dataset, "train")
     if not pool:
         raise UserInputError(f"no training questions in {dataset}")
     if sample is not None:
@@ -255,6 +258,13 @@ def _collection_settings(
         "retriever": cfg.retriever,
         "corpus": corpus_digest(corpus) if corpus is not None else None,
         "llm": config_identity(cfg),
+        # The controller's own settings: records of the joint check at the paper's budget
+        # describe other decisions than the chain's.
+        "controller": {
+            "sub_question_answering": cfg.sub_question_answering,
+            "max_steps": cfg.max_steps,
+            "max_retrieval_calls": cfg.max_retrieval_calls,
+        },
     }
     if args.labels != "answer":  # the answer labels' records, older than the choice, lack it
         settings["labels"] = args.labels

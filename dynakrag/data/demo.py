@@ -17,6 +17,11 @@ from dynakrag.retrieval.passage import Passage
 logger = logging.getLogger(__name__)
 
 DEMO_SEED = 7
+EVALUATION_WORLD_SEEDS = (DEMO_SEED, 101, 202, 404, 505, 606, 707, 808)
+"""Demo worlds that measure: the shipped one and the held-out ones of the benchmarks. No
+collection trains on them."""
+TRAINING_WORLD_SEEDS = (1101, 1202, 1303, 1404, 1505)
+"""Demo worlds whose questions ``dynakrag collect --dataset demo`` trains on."""
 
 
 def demo_passages(corpus: DemoCorpus) -> list[Passage]:

@@ -68,6 +68,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -75,6 +76,7 @@ from langchain_core.language_models import BaseChatModel
 from dynakrag.actions.common import Resources
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
+from dynakrag.data.demo import DEMO_SEED, EVALUATION_WORLD_SEEDS, TRAINING_WORLD_SEEDS
 from dynakrag.errors import UserInputError
 from dynakrag.eval.metrics import state_support_recall
 from dynakrag.graph.replay import Branches
@@ -103,10 +105,27 @@ from dynakrag.training.searchers import distractor_searcher_factory
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["collect", "demo_examples"]
+__all__ = ["collect", "demo_examples", "training_world_examples"]
 
 
-def demo_examples(seed: int = 7) -> list[QAExample]:
+def training_world_examples(seeds: Sequence[int] = TRAINING_WORLD_SEEDS) -> list[QAExample]:
+    """The questions of the generated demo worlds of ``seeds`` as training examples, each over
+    its own world's passages, ids prefixed with the world ("w1101-q-hq-00"). Raises
+    :class:`UserInputError` for a world that measures (:data:`EVALUATION_WORLD_SEEDS`)."""
+    measured = sorted(set(seeds) & set(EVALUATION_WORLD_SEEDS))
+    if measured:
+        raise UserInputError(
+            f"demo world seed(s) {', '.join(map(str, measured))} are for measuring, not training"
+        )
+    examples = [
+        replace(example, id=f"w{seed}-{example.id}", meta={**example.meta, "world_seed": seed})
+        for seed in seeds
+        for example in demo_examples(seed)
+    ]
+    return [replace(example, row=row) for row, example in enumerate(examples)]
+
+
+def demo_examples(seed: int = DEMO_SEED) -> list[QAExample]:
     """The generated demo corpus's questions as training examples over the whole corpus."""
     from dynakrag.data.demo import demo_passages
     from dynakrag.data.demo_corpus import generate_demo_corpus

@@ -24,7 +24,7 @@ import pytest
 from dynakrag import cli
 from dynakrag.data.datasets import load_examples
 from dynakrag.files import canonical_json_line, read_jsonl, write_jsonl
-from dynakrag.training.collect import demo_examples
+from dynakrag.training.collect import training_world_examples
 from dynakrag.training.trajectories import logged_questions, read_log_records
 from dynakrag.workers import journal_path
 from tests.fakes import demo_responder
@@ -32,14 +32,14 @@ from tests.markers import needs_data
 from tests.reliability.support import FakeOpenAI, clean_env, no_proxy, serving
 
 REPO = Path(__file__).resolve().parents[2]
-DEMO = demo_examples()[:4]
+DEMO = training_world_examples()[:4]
 
 
 @pytest.fixture
 def fake_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A fake model server answering demo and HotpotQA train questions; the environment
     (inherited by Dask's worker processes) points the generator at it."""
-    answers = {e.question: e.answers[0] for e in demo_examples()[:6]} | {
+    answers = {e.question: e.answers[0] for e in training_world_examples()[:6]} | {
         q.question: q.answers[0] for q in _hotpot_train()
     }
     with serving(FakeOpenAI(demo_responder(answers))) as server:
@@ -116,7 +116,7 @@ def test_collect_on_two_workers_into_postgres_then_train(
 def test_a_killed_collection_resumes_without_losing_or_redoing_questions(
     fake_model: Any, tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    examples = demo_examples()[:6]
+    examples = training_world_examples()[:6]
     answers = {e.question: e.answers[0] for e in examples}
     reader = demo_responder(answers)
 

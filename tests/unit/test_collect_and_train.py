@@ -29,7 +29,7 @@ from dynakrag.policy.learned import LearnedPolicy, load_policy_file
 from dynakrag.policy.uniform import UniformPolicy
 from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS
 from dynakrag.training import open_trajectory_log, read_transitions
-from dynakrag.training.collect import collect, demo_examples
+from dynakrag.training.collect import collect, demo_examples, training_world_examples
 from dynakrag.training.fit import fit_policy
 from dynakrag.training.logged_runs import records_from_transitions
 from dynakrag.training.records import RECORD_SCHEMA, read_records, resume_collection
@@ -413,6 +413,15 @@ def run_cli(argv: list[str]) -> int:
         return 2
 
 
+def test_demo_training_worlds_are_apart_from_the_measured_ones() -> None:
+    examples = training_world_examples((1101, 1202))
+    assert len({e.id for e in examples}) == len(examples) == 2 * len(EXAMPLES)
+    assert not {e.question for e in examples} & {e.question for e in EXAMPLES}
+    assert [e.row for e in examples] == list(range(len(examples)))
+    with pytest.raises(UserInputError, match="404 are for measuring"):
+        training_world_examples((1101, 404))
+
+
 def test_collect_refuses_the_eval_split(tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
     argv = ["collect", "--dataset", "demo", "--split", "eval", "--out", str(out)]
@@ -428,7 +437,8 @@ def test_collect_then_train_from_the_command_line(
     argv = ["collect", "--dataset", "demo", "--out", str(out), "--limit", "4"]
     assert run_cli([*argv, "--retriever", "bm25", "--epsilon", "0.5"]) == 0
     collected = read_records(out)
-    assert {r["example_id"] for r in collected} == {e.id for e in EXAMPLES[:4]}
+    # The demo worlds of the training seeds, never the shipped one the benchmarks measure on.
+    assert {r["example_id"] for r in collected} == {e.id for e in training_world_examples()[:4]}
     assert "records from 4 questions" in capsys.readouterr().out
     policy_path = tmp_path / "p.npz"
     train = ["train", "--trajectories", str(out), "--out", str(policy_path), "--n-estimators", "5"]

@@ -29,7 +29,7 @@ from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.policy.learned import LearnedPolicy
 from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS
 from dynakrag.training import collect as training_collect
-from dynakrag.training.collect import collect
+from dynakrag.training.collect import collect, training_world_examples
 from dynakrag.training.collection_report import CollectionReport
 from dynakrag.training.fit import fit_policy
 from dynakrag.training.records import read_records
@@ -280,7 +280,7 @@ def test_resume_from_the_shipped_gzip_records_and_extend_the_sample(
     out = tmp_path / "runs" / "demo.jsonl"
     argv = [*open_setting, "--sample", "6", "--resume-from", str(shipped), "--out", str(out)]
     assert run_cli(argv) == 0
-    order = [e.id for e in stratified_sample(EXAMPLES, 6, seed=13)]
+    order = [e.id for e in stratified_sample(training_world_examples(), 6, seed=13)]
     assert started == order[4:]  # only the new questions were collected
     assert "4 finished questions taken from the resume points" in capsys.readouterr().out
     lines = out.read_text(encoding="utf-8").splitlines()
@@ -312,9 +312,27 @@ def test_records_of_other_settings_are_not_resumed_from(
     out = tmp_path / "recall.jsonl"
     argv = [*COLLECT, "--limit", "2", "--resume-from", str(shipped), "--out", str(out)]
     assert run_cli(argv) == 0
-    assert started == [e.id for e in EXAMPLES[:2]]
+    assert started == [e.id for e in training_world_examples()[:2]]
     assert "2 more were collected with other settings" in capsys.readouterr().out
     assert {r["label_version"] for r in read_records(out)} == {1}
+
+    # Records of the joint check at the paper's budget describe other decisions than the
+    # chain's: the controller's settings are part of the collection's.
+    monkeypatch.setenv("DYNAKRAG_SUB_QUESTION_ANSWERING", "joint")
+    joint = tmp_path / "joint.jsonl"
+    assert run_cli([*COLLECT, "--limit", "2", "--out", str(joint)]) == 0
+    assert {
+        r["collection"]["controller"]["sub_question_answering"] for r in read_records(joint)
+    } == {"joint"}
+    shipped = _sorted_gzip([joint], tmp_path / "joint.jsonl.gz")
+    monkeypatch.delenv("DYNAKRAG_SUB_QUESTION_ANSWERING")
+    started.clear()
+    capsys.readouterr()
+    chain = tmp_path / "chain.jsonl"
+    argv = [*COLLECT, "--limit", "2", "--resume-from", str(shipped), "--out", str(chain)]
+    assert run_cli(argv) == 0
+    assert started == [e.id for e in training_world_examples()[:2]]
+    assert "2 more were collected with other settings" in capsys.readouterr().out
 
 
 # --------------------------------------------------------------------------------------------

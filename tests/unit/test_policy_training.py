@@ -24,7 +24,7 @@ from dynakrag.policy.features import FEATURE_SCHEMAS, feature_schema, featurize
 from dynakrag.policy.learned import LearnedPolicy
 from dynakrag.state import ACTIONS, State
 from dynakrag.training import collect as training_collect
-from dynakrag.training.collect import collect
+from dynakrag.training.collect import collect, training_world_examples
 from dynakrag.training.fit import fit_policy
 from dynakrag.training.offline import replay_on_records
 from dynakrag.training.records import finished_questions, resume_collection
@@ -33,7 +33,6 @@ from tests.fakes import demo_responder, prompt_kind
 from tests.unit.test_collect_and_train import (
     ANSWERS,
     CFG,
-    EXAMPLES,
     TRAIN,
     llm,
     run_cli,
@@ -224,7 +223,9 @@ def test_collect_resumes_without_redoing_finished_questions(
     started.clear()
     capsys.readouterr()
     assert run_cli([*COLLECT, "--out", str(part), "--limit", "5"]) == 0
-    assert started == [e.id for e in EXAMPLES[2:5]]  # the cut one again, then the new ones
+    assert started == [
+        e.id for e in training_world_examples()[2:5]
+    ]  # the cut one again, then the new ones
     assert _lines(part) == _lines(full)
     captured = capsys.readouterr()
     assert "Resuming" in captured.out and "2 questions already collected" in captured.out
@@ -237,7 +238,9 @@ def test_collect_resumes_without_redoing_finished_questions(
     assert run_cli([*COLLECT, "--out", str(part), "--limit", "5"]) == 0
     assert started == [] and part.read_bytes() == before  # nothing left to do
     assert run_cli([*COLLECT, "--out", str(part), "--limit", "2", "--restart"]) == 0
-    assert {json.loads(line)["example_id"] for line in _lines(part)} == {e.id for e in EXAMPLES[:2]}
+    assert {json.loads(line)["example_id"] for line in _lines(part)} == {
+        e.id for e in training_world_examples()[:2]
+    }
 
 
 def test_collection_uses_the_disk_llm_cache(
