@@ -73,6 +73,7 @@ __all__ = [
     "hop_entities",
     "hop_text",
     "hop_to_close",
+    "names_in",
     "next_hop_entities",
     "next_hop_search",
     "next_open_hop",
@@ -210,7 +211,7 @@ def evidence_verdict(
     so the share of its words in the passages judges it, as without a chain. A complete chain
     none of whose hops is about an entity ("What is the first passage in the database?"
     planned for "SELECT * FROM passages;") is anchored to nothing: it excuses no name."""
-    names = _names_in(question)
+    names = names_in(question)
     anchored = any(hop_entities(hops, index) for index in range(len(hops)))
     return abstention_before_answer(
         question,
@@ -234,10 +235,10 @@ def hop_entities(hops: Sequence[Hop], index: int) -> list[str]:
     if hop["via"]:
         return [hop["via"][-1]]
     # "Ada Voss's employer" asks about Ada Voss.
-    return [POSSESSIVE.sub("", entity) for entity in _names_in(hop_text(hops, index))]
+    return [POSSESSIVE.sub("", entity) for entity in names_in(hop_text(hops, index))]
 
 
-def _names_in(text: str) -> list[str]:
+def names_in(text: str) -> list[str]:
     """The entities ``text`` names, leaving out bare numbers."""
     return [entity for entity in question_entities(text) if not entity.replace(",", "").isdigit()]
 

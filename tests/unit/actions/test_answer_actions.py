@@ -221,7 +221,7 @@ def test_dics_with_a_chain_keeps_one_passage_per_hop_no_model_call() -> None:
     assert recorder.calls == [] and searcher.calls == []
 
 
-def test_dics_chooses_a_passage_for_a_hop_the_chain_did_not_resolve() -> None:
+def test_dics_chooses_passages_for_a_hop_the_chain_did_not_resolve() -> None:
     res, _ = resources()
     hops = _hops(
         ("Which company does Ada Voss work for?", "Kestrel Labs", "ada"),
@@ -230,40 +230,66 @@ def test_dics_chooses_a_passage_for_a_hop_the_chain_did_not_resolve() -> None:
     evidence = [doc(pid) for pid in ("banana", "ada", "velford", "kestrel")]
     state = make_state(evidence=evidence, hops=hops)
     update = compress_answer_evidence(state, res, Configuration(compression="dics"))
-    served = {p["hop"]: p for p in update["trace"][0]["hop_passages"]}
-    assert served[1]["passage"] == "ada"
-    # The shipped selector matches "Who founded Kestrel Labs?" to Kestrel Labs' own passage.
-    how = "chosen by DICS among its entity's passages"
-    assert served[2] == {"hop": 2, "passage": "kestrel", "how": how}
-    assert [d["id"] for d in update["evidence"]] == ["ada", "kestrel"]
+    served = [(p["hop"], p["passage"], p["how"]) for p in update["trace"][0]["hop_passages"]]
+    assert served[0] == (1, "ada", "states its answer")
+    # No sentence told which passage states the open hop: two are kept, the first among the
+    # passages about Kestrel Labs, the other among the rest.
+    assert served[1] == (2, "kestrel", "chosen by DICS among its entity's passages")
+    assert served[2][0] == 2 and served[2][1] in {"banana", "velford"}
+    assert served[2][2] == "chosen by DICS" and len(served) == 3
+    kept = [d["id"] for d in update["evidence"]]
+    assert kept == [pid for pid in ("banana", "ada", "velford", "kestrel") if pid in kept]
+    assert len(kept) == 3
 
 
 def test_dics_serves_a_hop_with_its_entitys_passage_and_the_passages_it_went_through() -> None:
     from dynakrag.state import Document
 
     res, _ = resources()
-    # An open hop about a named entity is served by a passage about it, not by one about
-    # another person that shares its words.
+    # An open hop about a named entity is served first by a passage about it, not by one
+    # about another person that shares its words.
     hops = _hops(("Where was Tom Reyl born?", None, None))
     birthplaces = Document(
         id="guide", title="Birthplaces", text="Lia Brand was born in Velford, where Orvane flows."
     )
-    state = make_state(evidence=[birthplaces, doc("banana"), doc("tom")], hops=hops)
+    question = "Where was Tom Reyl born?"
+    state = make_state(
+        question=question, evidence=[birthplaces, doc("banana"), doc("tom")], hops=hops
+    )
     update = compress_answer_evidence(state, res, Configuration(compression="dics"))
-    assert update["trace"][0]["hop_passages"] == [
-        {"hop": 1, "passage": "tom", "how": "chosen by DICS among its entity's passages"}
-    ]
+    assert update["trace"][0]["hop_passages"][0] == {
+        "hop": 1,
+        "passage": "tom",
+        "how": "chosen by DICS among its entity's passages",
+    }
     # A hop extended through the city its person's passage named keeps that passage too.
     country = Document(id="quarmouth", title="Quarmouth", text="Quarmouth is a city in Vardonia.")
     hops = _hops(("In which country was Tom Reyl born?", "Vardonia", "quarmouth"))
     hops[0].update(via=["Quarmouth"], via_sentences=["Tom Reyl was born in Quarmouth."])
-    state = make_state(evidence=[doc("banana"), doc("tom"), country], hops=hops)
+    question = "In which country was Tom Reyl born?"
+    state = make_state(question=question, evidence=[doc("banana"), doc("tom"), country], hops=hops)
     update = compress_answer_evidence(state, res, Configuration(compression="dics"))
     assert [d["id"] for d in update["evidence"]] == ["tom", "quarmouth"]
     assert [p["how"] for p in update["trace"][0]["hop_passages"]] == [
         "states its answer",
         "names the entity it went through",
     ]
+
+
+def test_dics_keeps_a_passage_about_each_thing_the_question_names() -> None:
+    res, _ = resources()
+    # The chain asked only of Kestrel Labs; the question also describes it by Ada Voss.
+    question = "Ada Voss works at a company. In which city is that company's headquarters?"
+    hops = _hops(("In which city is the headquarters of Kestrel Labs?", "Velford", "kestrel"))
+    evidence = [doc("banana"), doc("kestrel"), doc("ada"), doc("velford")]
+    state = make_state(question=question, evidence=evidence, hops=hops)
+    update = compress_answer_evidence(state, res, Configuration(compression="dics"))
+    assert [d["id"] for d in update["evidence"]] == ["kestrel", "ada"]
+    assert update["trace"][0]["hop_passages"][-1] == {
+        "hop": 0,
+        "passage": "ada",
+        "how": "about Ada Voss, which the question names",
+    }
 
 
 def test_a_chain_judges_the_names_on_the_evidence_before_compression() -> None:
