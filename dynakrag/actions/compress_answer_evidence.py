@@ -12,21 +12,17 @@ by the passage that states it, the others by DICS's choice.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from dynakrag.actions.chain import evidence_verdict, hop_entities, hop_text, names_in
 from dynakrag.actions.chain_answer import chain_passages
 from dynakrag.actions.common import Resources, action_update
 from dynakrag.actions.grounding import EVIDENCE_VERDICT
-from dynakrag.actions.statements import about, passage_text
+from dynakrag.actions.statements import about, passage_text, subject_of
 from dynakrag.actions.sufficiency_check import is_grounded
 from dynakrag.actions.text import content_words, looks_like_value, question_names
 from dynakrag.configuration import Configuration
 from dynakrag.llm.client import NO_USAGE, Usage
 from dynakrag.state import Document, State, StateUpdate, TraceDetails
-
-if TYPE_CHECKING:
-    from dynakrag.dsrag.dics import ChunkScorer
 
 
 def support_score(doc: Document, focus_words: set[str], answers: list[str]) -> float:
@@ -110,28 +106,27 @@ def dics_compress(
     return (kept or evidence[: cfg.max_final_docs]), analysis.usage, details
 
 
-OPEN_HOP_PASSAGES = 2
-"""Passages kept for a hop the chain did not resolve: no sentence told which one states it."""
-
-
 def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usage, TraceDetails]:
     """DICS with a chain of hops: one selection criterion per hop, plus one per thing the
     question names. A resolved hop's criterion is served by the passage that states its
     answer, and by the passages that named each entity it went through (a person's city, then
-    the city's country). An open hop's is served by :data:`OPEN_HOP_PASSAGES` choices of DICS
-    (the GS selector over the hop's own criterion, no model call): the first among the
-    passages about the hop's entity when there are any, the others among the evidence not yet
-    kept. A thing the question names that no kept passage is about is served by the first
-    passage about it (the team a question describes, beside the university a hop asks about).
-    Kept: the fewest passages that serve every criterion, in evidence order, each recorded
-    with the hop it serves (0: the question). Documented fallback: nothing served keeps the
-    evidence as it was."""
+    the city's country). An open hop's criterion has no passage a sentence vouches for, so
+    it keeps its candidates: DICS's choice (the GS selector over the hop's own criterion, no
+    model call) among the passages whose subject is the hop's entity (else those about it),
+    and the passages scoring at least half the best on the hop's words and the answers found
+    (:func:`support_score`, as the lexical compression scores the question). A thing the
+    question names that no kept passage is about is served by the first passage about it
+    (the team a question describes, beside the university a hop asks about). Kept: every
+    passage serving a criterion, in evidence order, each recorded with the hop it serves (0:
+    the question). Documented fallback: nothing served keeps the evidence as it was."""
+    from dynakrag.dsrag.criteria import one_criterion_each
+    from dynakrag.dsrag.dics import dics_select
     from dynakrag.dsrag.pipeline import resolve_selector
 
     hops = state["hops"]
     evidence = state.get("evidence", [])
     present = {doc["id"] for doc in evidence}
-    selector = resolve_selector(cfg)
+    answers = [str(hop["answer"]) for hop in hops if hop["status"] == "resolved" and hop["answer"]]
     served: list[tuple[int, str, str]] = []  # (hop, passage, how)
     for number, hop in enumerate(hops, start=1):
         if hop["status"] == "resolved" and hop["passage"] in present:
@@ -141,22 +136,37 @@ def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usag
                 if named is not None:
                     served.append((number, str(named["id"]), "names the entity it went through"))
             continue
+        if not evidence:
+            continue
         text = hop_text(hops, number - 1)
         names = hop_entities(hops, number - 1)
-        own = [doc for doc in evidence if any(about(doc, name) for name in names)]
-        picked = _dics_choices(text, own, 1, selector, state["question"])
-        served += [(number, p, "chosen by DICS among its entity's passages") for p in picked]
-        taken = {passage for _, passage, _ in served}
-        rest = [doc for doc in evidence if doc["id"] not in taken]
-        more = _dics_choices(
-            text, rest, OPEN_HOP_PASSAGES - len(picked), selector, state["question"]
-        )
-        served += [(number, p, "chosen by DICS") for p in more]
+        own = [d for d in evidence if any(subject_of(d, n) for n in names)] or [
+            d for d in evidence if any(about(d, n) for n in names)
+        ]
+        if own:
+            chosen = dics_select(
+                one_criterion_each([text]),
+                _candidates(own),
+                resolve_selector(cfg),
+                question=state["question"],
+            )
+            served += [
+                (number, str(c.chunk_id), "chosen by DICS among its entity's passages")
+                for c in chosen.choices
+                if c.criterion is not None
+            ]
+        scored = [(support_score(d, content_words(text), answers), d) for d in evidence]
+        best = max(score for score, _ in scored)
+        served += [
+            (number, str(d["id"]), "scores near the best on its words")
+            for score, d in scored
+            if score > 0 and score >= best / 2
+        ]
     for name in names_in(state["question"]):
-        kept_docs = [doc for doc in evidence if doc["id"] in {p for _, p, _ in served}]
-        if any(about(doc, name) for doc in kept_docs):
+        taken = {passage for _, passage, _ in served}
+        if any(about(d, name) for d in evidence if d["id"] in taken):
             continue
-        own_doc = next((doc for doc in evidence if about(doc, name)), None)
+        own_doc = next((d for d in evidence if about(d, name)), None)
         if own_doc is not None:
             served.append((0, str(own_doc["id"]), f"about {name}, which the question names"))
     keep = {passage for _, passage, _ in served}
@@ -169,30 +179,6 @@ def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usag
         ],
     }
     return (kept or evidence[: cfg.max_final_docs]), NO_USAGE, details
-
-
-def _dics_choices(
-    criterion: str,
-    candidates: list[Document],
-    count: int,
-    selector: ChunkScorer,
-    question: str,
-) -> list[str]:
-    """The ids of ``count`` distinct passages DICS chooses among ``candidates`` for one
-    criterion's text (fewer when there are fewer candidates)."""
-    from dynakrag.dsrag.criteria import one_criterion_each
-    from dynakrag.dsrag.dics import dics_select
-
-    count = min(count, len(candidates))
-    if count <= 0:
-        return []
-    chosen = dics_select(
-        one_criterion_each([criterion] * count),
-        _candidates(candidates),
-        selector,
-        question=question,
-    )
-    return list(dict.fromkeys(str(c.chunk_id) for c in chosen.choices if c.criterion is not None))
 
 
 def compress_answer_evidence(state: State, resources: Resources, cfg: Configuration) -> StateUpdate:

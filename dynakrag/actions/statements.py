@@ -30,6 +30,7 @@ __all__ = [
     "namesake",
     "passage_text",
     "sentences",
+    "subject_of",
     "whole_name",
 ]
 
@@ -71,7 +72,7 @@ def bare_title(doc: Document) -> str:
     return _QUALIFIER.sub("", str(doc.get("title", "")))
 
 
-def _subject(doc: Document, name: str) -> bool:
+def subject_of(doc: Document, name: str) -> bool:
     """Whether ``name`` is the subject of the passage: its title (less a qualifier) or the
     start of its first sentence ("Boston is a town in Lincolnshire" is about Boston, not
     Lincolnshire, though :func:`about` counts it for both)."""
@@ -172,7 +173,7 @@ def find_statement(answer: str, names: Sequence[str], docs: Sequence[Document]) 
                 return Statement(str(doc.get("id", "")), sentence)
             if its_own and (
                 _PRONOUN_START.match(sentence)
-                or (_DESCRIPTION_START.match(sentence) and any(_subject(doc, n) for n in names))
+                or (_DESCRIPTION_START.match(sentence) and any(subject_of(doc, n) for n in names))
                 or len(sentences(doc["text"])) == 1
                 or any(mentions(sentence, short) for short in map(_short_name, names) if short)
             ):
