@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from dynakrag.actions.chain import evidence_verdict, hop_entities, hop_text, names_in
-from dynakrag.actions.chain_answer import chain_passages
+from dynakrag.actions.chain_answer import chain_passages, is_bridge_chain
 from dynakrag.actions.common import Resources, action_update
 from dynakrag.actions.grounding import EVIDENCE_VERDICT
 from dynakrag.actions.statements import about, passage_text, subject_of
@@ -114,11 +114,13 @@ def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usag
     it keeps its candidates: DICS's choice (the GS selector over the hop's own criterion, no
     model call) among the passages whose subject is the hop's entity (else those about it),
     and the passages scoring at least half the best on the hop's words and the answers found
-    (:func:`support_score`, as the lexical compression scores the question). A thing the
-    question names that no kept passage is about is served by the first passage about it
-    (the team a question describes, beside the university a hop asks about). Kept: every
-    passage serving a criterion, in evidence order, each recorded with the hop it serves (0:
-    the question). Documented fallback: nothing served keeps the evidence as it was."""
+    (:func:`support_score`, as the lexical compression scores the question). Where the reader
+    composes the answer from the hops' answers (no bridge chain: a comparison), each answer
+    that is an entity keeps its own passage too. A thing the question names that no kept
+    passage is about is served by the first passage about it (the team a question describes,
+    beside the university a hop asks about). Kept: every passage serving a criterion, in
+    evidence order, each recorded with the hop it serves (0: the question). Documented
+    fallback: nothing served keeps the evidence as it was."""
     from dynakrag.dsrag.criteria import one_criterion_each
     from dynakrag.dsrag.dics import dics_select
     from dynakrag.dsrag.pipeline import resolve_selector
@@ -162,6 +164,15 @@ def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usag
             for score, d in scored
             if score > 0 and score >= best / 2
         ]
+    if not is_bridge_chain(hops):
+        # The reader composes the answer from the hops' answers (which director is younger):
+        # each answer that is an entity is read on its own passage.
+        for number, answer in enumerate((hop["answer"] for hop in hops), start=1):
+            if hops[number - 1]["status"] != "resolved" or not answer or looks_like_value(answer):
+                continue
+            own_doc = next((d for d in evidence if subject_of(d, str(answer))), None)
+            if own_doc is not None:
+                served.append((number, str(own_doc["id"]), "is its answer's own passage"))
     for name in names_in(state["question"]):
         taken = {passage for _, passage, _ in served}
         if any(about(d, name) for d in evidence if d["id"] in taken):

@@ -274,6 +274,29 @@ def test_dics_serves_a_hop_with_its_entitys_passage_and_the_passages_it_went_thr
     ]
 
 
+def test_dics_keeps_the_own_passage_of_each_answer_a_comparison_reads() -> None:
+    from dynakrag.state import Document
+
+    res, _ = resources()
+    question = "Which company's founder was born earlier, Kestrel Labs or Orbis Devices?"
+    orbis = Document(
+        id="orbis", title="Orbis Devices", text="Orbis Devices was founded by Lia Brand."
+    )
+    lia = Document(id="lia", title="Lia Brand", text="Lia Brand was born in 1961.")
+    hops = _hops(
+        ("Who founded Kestrel Labs?", "Tom Reyl", "kestrel"),
+        ("Who founded Orbis Devices?", "Lia Brand", "orbis"),
+    )
+    evidence = [doc("banana"), doc("kestrel"), orbis, doc("tom"), lia]
+    state = make_state(question=question, evidence=evidence, hops=hops)
+    update = compress_answer_evidence(state, res, Configuration(compression="dics"))
+    # The reader compares the founders' birth years: each founder's own passage stays.
+    assert [d["id"] for d in update["evidence"]] == ["kestrel", "orbis", "tom", "lia"]
+    assert {"hop": 2, "passage": "lia", "how": "is its answer's own passage"} in update["trace"][0][
+        "hop_passages"
+    ]
+
+
 def test_dics_keeps_a_passage_about_each_thing_the_question_names() -> None:
     res, _ = resources()
     # The chain asked only of Kestrel Labs; the question also describes it by Ada Voss.
