@@ -5,8 +5,9 @@ share content words with the question and sub-questions (no model call). With
 ``compression="dics"`` DS-RAG's DICS chooses one passage per selection criterion instead
 (:func:`dics_compress`); its model calls are part of the action's cost ``c(s, a)``
 (:func:`~dynakrag.dsrag.extraction.compression_model_calls`). With a chain of hops the
-criteria are the hops, one each (:func:`dics_per_hop`, no model call): a resolved hop is served
-by the passage that states it, the others by DICS's choice.
+criteria are the hops, one each, and the things the question names (:func:`dics_per_hop`, no
+model call): a resolved hop is served by the passage that states it, an open one by DICS's
+choice among its entity's passages and the passages scoring near the best on its words.
 """
 
 from __future__ import annotations
