@@ -39,10 +39,12 @@ from dynakrag.actions.answer_kind import (
     expected_kind,
 )
 from dynakrag.actions.grounding import (
+    MIN_QUESTION_COVERAGE,
     AbstentionVerdict,
     abstention_before_answer,
     is_yes_no,
     normalised,
+    question_coverage,
     question_entities,
 )
 from dynakrag.actions.statements import (
@@ -209,10 +211,14 @@ def evidence_verdict(
     and a complete one is not undone by a one-word side condition no passage mentions. A
     question that names nothing ("--max-steps 999999") gives its hops no entity to be about,
     so the share of its words in the passages judges it, as without a chain. A complete chain
-    none of whose hops is about an entity ("What is the first passage in the database?"
-    planned for "SELECT * FROM passages;") is anchored to nothing: it excuses no name."""
+    none of whose hops is about an entity is anchored by the question's words alone: it excuses
+    a name only where the passages hold enough of them ("What race track in the Midwest hosts
+    a 500 mile race every May?"), not where they hold none ("SELECT * FROM passages;" planned
+    as "What is the first passage in the database?")."""
     names = names_in(question)
-    anchored = any(hop_entities(hops, index) for index in range(len(hops)))
+    anchored = any(hop_entities(hops, index) for index in range(len(hops))) or (
+        question_coverage(question, evidence) >= MIN_QUESTION_COVERAGE
+    )
     return abstention_before_answer(
         question,
         evidence,

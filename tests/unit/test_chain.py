@@ -591,6 +591,16 @@ def test_a_chain_about_no_entity_excuses_no_name_the_passages_lack() -> None:
     assert final["abstained"] and final["answer"] == ""
     assert "does not mention SELECT" in final["abstain_reason"], final["abstain_reason"]
     assert "FROM" not in question_names(question) and "NASA" in question_names("Is NASA old?")
+    # A chain about no entity whose question's words the passages hold still excuses a
+    # one-word name none of them mentions (the model named "Ilsa Marr" from her company's page).
+    question = "The Vardonian robotics company was founded in 1990. Who founded it?"
+    plan = ["Who founded the robotics company in 1990?"]
+    model = hop_responder({question: plan}, {plan[0]: "Ilsa Marr"}, reads="Ilsa Marr")
+    final = build_graph(FixedSearcher(PASSAGES), configuration=cfg, llm=LLMClient(model)).invoke(
+        {"question": question}
+    )
+    assert final["hops"][0]["status"] == "resolved"
+    assert not final["abstained"] and final["answer"] == "Ilsa Marr", final["abstain_reason"]
 
 
 def test_an_input_that_names_nothing_gets_no_hops_answer() -> None:
