@@ -306,14 +306,19 @@ def test_records_of_other_settings_are_not_resumed_from(
     started = _spy_on_collected_questions(monkeypatch)
     answers = tmp_path / "answers.jsonl"
     assert run_cli([*COLLECT, "--limit", "2", "--labels", "answer", "--out", str(answers)]) == 0
-    shipped = _sorted_gzip([answers], tmp_path / "answers.jsonl.gz")
-    started.clear()
-    capsys.readouterr()
+
+    def resumed_from(records: Path, out: Path) -> None:
+        """Resume ``out`` from ``records`` of other settings: every question is collected."""
+        shipped = _sorted_gzip([records], records.with_suffix(".jsonl.gz"))
+        started.clear()
+        capsys.readouterr()
+        argv = [*COLLECT, "--limit", "2", "--resume-from", str(shipped), "--out", str(out)]
+        assert run_cli(argv) == 0
+        assert started == [e.id for e in training_world_examples()[:2]]
+        assert "2 more were collected with other settings" in capsys.readouterr().out
+
     out = tmp_path / "recall.jsonl"
-    argv = [*COLLECT, "--limit", "2", "--resume-from", str(shipped), "--out", str(out)]
-    assert run_cli(argv) == 0
-    assert started == [e.id for e in training_world_examples()[:2]]
-    assert "2 more were collected with other settings" in capsys.readouterr().out
+    resumed_from(answers, out)
     assert {r["label_version"] for r in read_records(out)} == {1}
 
     # Records of the joint check at the paper's budget describe other decisions than the
@@ -324,15 +329,8 @@ def test_records_of_other_settings_are_not_resumed_from(
     assert {
         r["collection"]["controller"]["sub_question_answering"] for r in read_records(joint)
     } == {"joint"}
-    shipped = _sorted_gzip([joint], tmp_path / "joint.jsonl.gz")
     monkeypatch.delenv("DYNAKRAG_SUB_QUESTION_ANSWERING")
-    started.clear()
-    capsys.readouterr()
-    chain = tmp_path / "chain.jsonl"
-    argv = [*COLLECT, "--limit", "2", "--resume-from", str(shipped), "--out", str(chain)]
-    assert run_cli(argv) == 0
-    assert started == [e.id for e in training_world_examples()[:2]]
-    assert "2 more were collected with other settings" in capsys.readouterr().out
+    resumed_from(joint, tmp_path / "chain.jsonl")
 
 
 # --------------------------------------------------------------------------------------------
