@@ -168,10 +168,11 @@ def dics_per_hop(state: State, cfg: Configuration) -> tuple[list[Document], Usag
     if not is_bridge_chain(hops):
         # The reader composes the answer from the hops' answers (which director is younger):
         # each answer that is an entity is read on its own passage.
-        for number, answer in enumerate((hop["answer"] for hop in hops), start=1):
-            if hops[number - 1]["status"] != "resolved" or not answer or looks_like_value(answer):
+        for number, hop in enumerate(hops, start=1):
+            answer = hop["answer"]
+            if hop["status"] != "resolved" or not answer or looks_like_value(answer):
                 continue
-            own_doc = next((d for d in evidence if subject_of(d, str(answer))), None)
+            own_doc = next((d for d in evidence if subject_of(d, answer)), None)
             if own_doc is not None:
                 served.append((number, str(own_doc["id"]), "is its answer's own passage"))
     for name in names_in(state["question"]):
