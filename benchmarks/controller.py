@@ -13,9 +13,11 @@ Variants
     ``w/o continuation``). ``--policies`` / ``--ablations`` choose which (``heuristic`` can be
     added).
 
-Settings: the paper's joint check, 4 control steps and 4 retrieval calls
-(:data:`PAPER_SETTINGS`), each unless a ``DYNAKRAG_*`` variable sets it; the library's default
-(the chain, 16 and 10) is another setting than the one these policies were compared at.
+Settings: the controller settings (sub-question answering, max steps, max retrieval calls) the
+learned policy's records were collected at, which a policy file fitted since it recorded them
+carries; the paper's joint check, 4 control steps and 4 retrieval calls
+(:data:`PAPER_SETTINGS`) for an older file or a run without the learned policy. A
+``DYNAKRAG_*`` variable overrides either.
 
 Parts (``--parts``)
     ``main``: every variant at the configured budget. ``budget``: ``max_retrieval_calls`` in
@@ -65,6 +67,7 @@ from dynakrag.data.datasets import load_examples  # noqa: E402
 from dynakrag.errors import UserInputError  # noqa: E402
 from dynakrag.eval.methods.dynakrag import ABLATIONS, ORACLE, DynakragMethod  # noqa: E402
 from dynakrag.eval.runner import evaluate, git_commit  # noqa: E402
+from dynakrag.policy.learned import load_policy_file  # noqa: E402
 
 DEFAULT_POLICY = _REPO / "dynakrag" / "policy" / "models" / "default_policy.npz"
 LEARNED = "learned"
@@ -76,9 +79,10 @@ PAPER_SETTINGS: dict[str, Any] = {
     "max_steps": 4,
     "max_retrieval_calls": 4,
 }
-"""The DynaKRAG paper's check and budget, which the policies are compared at (the shipped
-policy was collected at them) unless a ``DYNAKRAG_*`` variable sets one; the library's default
-is the chain (16 steps, 10 retrieval calls)."""
+"""The DynaKRAG paper's check and budget: the policies are compared at them when the policy
+file does not record the settings its records were collected at (files fitted before it did),
+unless a ``DYNAKRAG_*`` variable sets one; the library's default is the chain (16 steps, 10
+retrieval calls)."""
 LAMBDAS = (0.0, 0.05, 0.1, 0.2, 0.5)
 PARTS = ("main", "budget", "lambda")
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -105,11 +109,16 @@ class Variant:
         return " ".join([self.policy, *(f"w/o {a}" for a in self.ablate)])
 
 
-def paper_configuration() -> Configuration:
-    """The environment's configuration, with :data:`PAPER_SETTINGS` for the fields it leaves
-    at their defaults."""
+def comparison_configuration(policy_file: Path | None) -> Configuration:
+    """The environment's configuration, with the controller settings the learned policy's
+    records were collected at (:data:`PAPER_SETTINGS` when the policy file does not say) for
+    the fields the environment leaves at their defaults: every policy is compared where the
+    learned one was trained."""
     cfg = Configuration.from_env()
-    return cfg.merged({k: v for k, v in PAPER_SETTINGS.items() if k not in cfg.model_fields_set})
+    settings = dict(PAPER_SETTINGS)
+    if policy_file is not None and policy_file.is_file():
+        settings = load_policy_file(policy_file).controller_settings or settings
+    return cfg.merged({k: v for k, v in settings.items() if k not in cfg.model_fields_set})
 
 
 def variants(policies: Sequence[str], ablations: Sequence[str]) -> list[Variant]:
@@ -361,7 +370,7 @@ def main(argv: list[str] | None = None, *, chat_model: BaseChatModel | None = No
                 file=sys.stderr,
             )
             return 2
-    cfg = paper_configuration()
+    cfg = comparison_configuration(policy_file)
     if chat_model is None and args.fake_llm:
         chat_model = fake_chat_model(args.datasets, args.limit)
         args.no_cache = True  # never mix scripted replies into the real model's cache

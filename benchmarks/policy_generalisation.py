@@ -1,7 +1,7 @@
 """Generalisation of the learned controller, judged from collected records alone.
 
 No model and no retriever run here: every number comes from the training records that
-``dynakrag collect`` wrote (issue #13, item 4). Two checks:
+``dynakrag collect`` wrote (issue #13, item 4; #32's learning curve). Three checks:
 
 Leave one dataset out
     For each dataset D in the records, the forests are fitted on the other datasets' questions
@@ -11,6 +11,10 @@ Training-set size
     The questions are split once (seeded) into a train pool and ``--holdout`` held-out
     questions; the forests are fitted on the first 25 / 50 / 100 % of the pool (nested
     subsets, ``--fractions``) and judged on the same held-out questions.
+Generated worlds
+    When the records hold generated demo worlds (``collect --dataset demo``) and a real
+    dataset: the same split and fractions, fitted with and without the worlds' questions,
+    judged on the real datasets' held-out questions (do the worlds still help?).
 
 Judged on the held-out questions' records by
     * label error: mean absolute error and R² of the value model on the held-out labels (per
@@ -56,6 +60,8 @@ _REPO = Path(__file__).resolve().parent.parent
 DEFAULT_RECORDS = _REPO / "dynakrag" / "policy" / "models" / "default_policy.records.jsonl.gz"
 RESULTS = _REPO / "benchmarks" / "results"
 FRACTIONS = (0.25, 0.5, 1.0)
+GENERATED = "demo"
+"""The dataset name of the generated demo worlds' records (``dynakrag collect --dataset demo``)."""
 Question = tuple[str, str]
 
 
@@ -112,6 +118,14 @@ def leave_one_dataset_out(records: Sequence[Mapping[str, Any]], **fit: Any) -> l
     return rows
 
 
+def _split(records: Sequence[Mapping[str, Any]], holdout: float, seed: int) -> tuple[set, list]:
+    """The held-out questions and the train pool in a seeded order (nested subsets)."""
+    questions = sorted({_question(r) for r in records})
+    order = [questions[i] for i in np.random.default_rng(seed).permutation(len(questions))]
+    n_held = min(max(1, round(holdout * len(order))), len(order) - 1)
+    return set(order[:n_held]), order[n_held:]
+
+
 def training_size(
     records: Sequence[Mapping[str, Any]],
     *,
@@ -120,16 +134,47 @@ def training_size(
     **fit: Any,
 ) -> list[dict]:
     """One row per fraction of the train pool, all judged on the same held-out questions."""
-    questions = sorted({_question(r) for r in records})
-    order = [questions[i] for i in np.random.default_rng(fit["seed"]).permutation(len(questions))]
-    n_held = min(max(1, round(holdout * len(order))), len(order) - 1)
-    held, pool = set(order[:n_held]), order[n_held:]
+    held, pool = _split(records, holdout, fit["seed"])
     test = [r for r in records if _question(r) in held]
     rows = []
     for fraction in fractions:
         chosen = set(pool[: max(1, round(fraction * len(pool)))])
         train = [r for r in records if _question(r) in chosen]
         rows.append({"fraction": fraction, **judge(train, test, **fit)})
+    return rows
+
+
+def generated_worlds(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    fractions: Sequence[float],
+    holdout: float,
+    **fit: Any,
+) -> list[dict]:
+    """Do the generated demo worlds' records help on real data? Per fraction of the train
+    pool, fitted with and without its :data:`GENERATED` questions, judged on the held-out
+    questions of the other datasets (the split of :func:`training_size`). None unless the
+    records hold both."""
+    datasets = {_question(r)[0] for r in records}
+    if GENERATED not in datasets or len(datasets) < 2:
+        return []
+    held, pool = _split(records, holdout, fit["seed"])
+    test = [r for r in records if _question(r) in held and _question(r)[0] != GENERATED]
+    if not test:
+        return []
+    rows = []
+    for fraction in fractions:
+        chosen = set(pool[: max(1, round(fraction * len(pool)))])
+        for with_worlds in (True, False):
+            train = [
+                r
+                for r in records
+                if _question(r) in chosen and (with_worlds or _question(r)[0] != GENERATED)
+            ]
+            if train:
+                rows.append(
+                    {"fraction": fraction, "demo_worlds": with_worlds, **judge(train, test, **fit)}
+                )
     return rows
 
 
@@ -201,6 +246,18 @@ def markdown(result: Mapping[str, Any]) -> str:
         "",
     ]
     lines += _table("train share", result["training_size"], lambda r: f"{r['fraction']:.0%}")
+    if result.get("generated_worlds"):
+        lines += [
+            "",
+            "## With and without the generated demo worlds (judged on the other datasets' "
+            "held-out questions)",
+            "",
+        ]
+        lines += _table(
+            "train share, demo worlds",
+            result["generated_worlds"],
+            lambda r: f"{r['fraction']:.0%}, {'with' if r['demo_worlds'] else 'without'}",
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -225,6 +282,7 @@ def run(
     result = {
         "leave_one_dataset_out": leave_one_dataset_out(records, **fit),
         "training_size": training_size(records, fractions=fractions, holdout=holdout, **fit),
+        "generated_worlds": generated_worlds(records, fractions=fractions, holdout=holdout, **fit),
     }
     questions = {_question(r) for r in records}
     result["meta"] = {

@@ -163,6 +163,14 @@ class LearnedPolicy(Policy):
         costs = self.action_costs
         return {a: values[a] - cfg.cost_lambda * action_cost(a, state, cfg, costs) for a in actions}
 
+    @property
+    def controller_settings(self) -> dict[str, Any] | None:
+        """The controller settings its training records were collected at (sub-question
+        answering, max steps, max retrieval calls), when the fit recorded one set."""
+        fit = self.info.get("fit")
+        settings = fit.get("controller_settings") if isinstance(fit, Mapping) else None
+        return dict(settings) if isinstance(settings, Mapping) else None
+
     def with_ablated_continuation(self, ablate: bool = True) -> LearnedPolicy:
         """The same models with the continuation guard switched off (or on)."""
         twin = self._twin()

@@ -90,6 +90,10 @@ class PolicyFitReport:
     feature_version: int = FEATURE_SCHEMA_VERSION
     label_versions: dict[str, int] = field(default_factory=dict)
     """How many records follow each label definition (``label_version``; 1 when absent)."""
+    controller_settings: dict[str, Any] | None = None
+    """The controller settings (sub-question answering, max steps, max retrieval calls) every
+    record was collected at; None when records differ or do not say (the policy is then best
+    compared at the settings its user knows it was collected at)."""
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -115,6 +119,12 @@ class PolicyFitReport:
             f"label definitions: {labels or 'n/a'} (v1: support recall, the paper's; "
             "v2: answer F1 for the answer actions)",
             f"training data sha256: {self.training_data_sha256}",
+            "collected with the controller settings: "
+            + (
+                ", ".join(f"{k}={v}" for k, v in sorted(self.controller_settings.items()))
+                if self.controller_settings
+                else "not recorded, or mixed"
+            ),
             "held-out R² per action, then mean absolute error:",
         ]
         if len(self.label_versions) > 1:
@@ -317,6 +327,18 @@ def prediction_errors(
     }
 
 
+def shared_controller_settings(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The controller settings all ``records`` were collected at (their
+    ``collection.controller``), or None when one does not say or two differ."""
+    shared: dict[str, Any] | None = None
+    for record in records:
+        settings = (record.get("collection") or {}).get("controller")
+        if not isinstance(settings, Mapping) or (shared is not None and settings != shared):
+            return None
+        shared = dict(settings)
+    return shared
+
+
 def _holdout_questions(
     questions: Sequence[tuple[str, str]], holdout: float, random_state: int
 ) -> set[tuple[str, str]]:
@@ -423,6 +445,7 @@ def fit_policy(
         mae_continuation=errors.get("mae_continuation"),
         feature_version=data.schema.version,
         label_versions=label_versions,
+        controller_settings=shared_controller_settings(data.records),
     )
     policy = LearnedPolicy(
         value_model,

@@ -124,3 +124,19 @@ def test_baselines_run_without_a_learned_policy(
     rows = json.loads((tmp_path / "controller.json").read_text(encoding="utf-8"))["rows"]
     assert [r["variant"] for r in rows["main"]] == ["uniform", "fixed"]
     assert all(r["f1"] is None and r["llm_calls"] >= 0 for r in rows["main"])
+
+
+def test_policies_are_compared_at_the_settings_the_learned_one_was_collected_at(
+    benchmark: ModuleType, policy_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chain = {"sub_question_answering": "chain", "max_steps": 16, "max_retrieval_calls": 10}
+    policy = LearnedPolicy.load(policy_file)
+    policy.info = {"fit": {"controller_settings": chain}}
+    collected = policy.save(tmp_path / "chain.npz")
+    cfg = benchmark.comparison_configuration(collected)
+    assert {k: getattr(cfg, k) for k in chain} == chain
+    # A file that does not say (fitted before it was recorded): the paper's settings.
+    old = benchmark.comparison_configuration(policy_file)
+    assert {k: getattr(old, k) for k in chain} == benchmark.PAPER_SETTINGS
+    monkeypatch.setenv("DYNAKRAG_MAX_STEPS", "6")  # the environment still wins
+    assert benchmark.comparison_configuration(collected).max_steps == 6

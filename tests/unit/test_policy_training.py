@@ -153,6 +153,25 @@ def test_the_report_and_the_policy_file_give_errors_and_the_schema(
     assert meta["feature_meanings"] == feature_schema().meanings()
 
 
+def test_the_policy_file_keeps_the_controller_settings_its_records_share(
+    records: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    settings = {"sub_question_answering": "chain", "max_steps": 16, "max_retrieval_calls": 10}
+    records = [{**r, "collection": {"seed": 13, "controller": settings}} for r in records]
+    policy, report = fit_policy(records, n_estimators=4, progress=False, holdout=0.0)
+    assert report.controller_settings == settings
+    assert "collected with the controller settings: max_retrieval_calls=" in report.format()
+    path = policy.save(tmp_path / "p.npz")
+    assert LearnedPolicy.load(path).controller_settings == settings
+    # Records of two settings (or none) give no shared settings: never a wrong one.
+    other = {**records[-1], "collection": {**records[-1]["collection"], "controller": {}}}
+    mixed, mixed_report = fit_policy(
+        [*records[:-1], other], n_estimators=4, progress=False, holdout=0.0
+    )
+    assert mixed_report.controller_settings is None and mixed.controller_settings is None
+    assert "not recorded, or mixed" in mixed_report.format()
+
+
 def test_train_prints_errors_and_schema_and_trains_an_older_schema(
     records: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -350,7 +369,8 @@ def test_generalisation_benchmark_on_synthetic_records(
     records: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = sorted({r["example_id"] for r in records})
-    datasets = {example_id: "abc"[i % 3] for i, example_id in enumerate(ids)}
+    names = ("a", "b", "demo")  # "demo": the generated worlds, judged with and without
+    datasets = {example_id: names[i % 3] for i, example_id in enumerate(ids)}
     synthetic = [{**r, "dataset": datasets[r["example_id"]]} for r in records]
     path = tmp_path / "records.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in synthetic))
@@ -366,10 +386,10 @@ def test_generalisation_benchmark_on_synthetic_records(
     result = json.loads((tmp_path / "gen.json").read_text())
     markdown = (tmp_path / "gen.md").read_text()
     left_out = result["leave_one_dataset_out"]
-    assert [row["held_out"] for row in left_out] == ["a", "b", "c"]
+    assert [row["held_out"] for row in left_out] == ["a", "b", "demo"]
     for row in left_out:
         assert row["train_questions"] + row["test_questions"] == len(ids)
-        assert sorted(row["train_datasets"]) == sorted({"a", "b", "c"} - {row["held_out"]})
+        assert sorted(row["train_datasets"]) == sorted(set(names) - {row["held_out"]})
         assert 0.0 <= row["learned"]["support_recall"] <= 1.0
         assert row["errors"]["mae_overall"] is not None
     sizes = result["training_size"]
@@ -380,3 +400,15 @@ def test_generalisation_benchmark_on_synthetic_records(
     assert trained[-1] + sizes[0]["test_questions"] == len(ids)
     assert "## Leave one dataset out" in markdown and "| 25% |" in markdown
     assert markdown.count("\n| a |") == 1
+    worlds = result["generated_worlds"]
+    assert [(r["fraction"], r["demo_worlds"]) for r in worlds] == [
+        (f, w) for f in (0.25, 0.5, 1.0) for w in (True, False)
+    ]
+    # Judged on the same held-out questions (the real datasets'); without the worlds, fewer
+    # questions to learn from.
+    held = {r["test_questions"] for r in worlds}
+    assert len(held) == 1 and held.pop() <= sizes[0]["test_questions"]
+    for with_row, without_row in zip(worlds[::2], worlds[1::2], strict=True):
+        assert without_row["train_questions"] <= with_row["train_questions"]
+    assert worlds[-1]["train_questions"] < worlds[-2]["train_questions"]
+    assert "| 100%, without |" in markdown
