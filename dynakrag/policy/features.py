@@ -162,7 +162,17 @@ MEANINGS: dict[str, str] = {
     "hop_failed": "a hop of the chain gave up (its searches spent)",
     "hop_searches_left": "searches the next open hop may still take",
     "hop_extended": "the next open hop goes on through another entity",
-    **{f"hop_next_{kind}": f"the next open hop expects a {kind}" for kind in _HOP_KINDS},
+    **{
+        f"hop_next_{kind}": "the next open hop expects "
+        + (
+            "another kind of answer"
+            if kind == "other"
+            else f"an {kind}"
+            if kind[0] in "aeiou"
+            else f"a {kind}"
+        )
+        for kind in _HOP_KINDS
+    },
     **{f"last_{action}": f"the previous action was {action}" for action in ACTIONS},
     "last_none": "no action was taken yet",
     **{f"act_{action}": f"the candidate action is {action}" for action in ACTIONS},
