@@ -58,13 +58,29 @@ def sentences(text: str) -> list[str]:
 
 
 def about(doc: Document, name: str) -> bool:
-    """Whether a passage is about ``name``: its title, or its first sentence, names it (in a
-    namesake's passage, standing alone: :func:`namesake`)."""
+    """Whether a passage is about ``name``: its title (less a qualifier: "David Jones (rugby)"),
+    or its first sentence, names it (in a namesake's passage, standing alone:
+    :func:`namesake`)."""
     title = str(doc.get("title", ""))
-    if title and normalised(title) == normalised(name):
+    if title and normalised(name) in (normalised(title), normalised(bare_title(doc))):
+        return True
+    if title and but_for_a_class_noun(bare_title(doc), name):
         return True
     first = sentences(str(doc.get("text", "")))[:1]
     return bool(first) and names_entity(doc, first[0], name)
+
+
+def but_for_a_class_noun(title: str, name: str) -> bool:
+    """Whether a title and a name differ only by one class noun ending one of them ("Tikhaya
+    Sosna River" for "Tikhaya Sosna", "Bansaan" for "Bansaan Island"; not "Georgia State
+    University" for "Georgia", nor "University of Washington" for "Washington")."""
+    short, long = sorted((normalised(title).split(), normalised(name).split()), key=len)
+    return (
+        bool(short)
+        and len(long) == len(short) + 1
+        and long[:-1] == short
+        and (long[-1] in CLASS_HEADS)
+    )
 
 
 def bare_title(doc: Document) -> str:
@@ -155,7 +171,8 @@ def _short_name(name: str) -> str | None:
     calling it ("Benson" for "Kris Benson"); None for a one-word or lower-case name."""
     words = name.split()
     last = words[-1] if len(words) >= 2 else ""
-    return last if len(last) >= 4 and last[:1].isupper() and last.isalpha() else None
+    hyphenated_alpha = last.replace("-", "").isalpha()  # "Lynch-Staunton"
+    return last if len(last) >= 4 and last[:1].isupper() and hyphenated_alpha else None
 
 
 def find_statement(answer: str, names: Sequence[str], docs: Sequence[Document]) -> Statement | None:

@@ -86,6 +86,40 @@ def test_a_passage_going_on_about_its_subject_by_a_common_noun_states_it() -> No
     assert find_statement("Auburn", ["Lewiston Maineiacs"], [city]) is None
 
 
+def test_a_passage_titled_with_a_qualifier_or_a_class_noun_is_about_the_name() -> None:
+    rugby = {
+        "id": "r",
+        "title": "David Jones (rugby)",
+        "text": 'David "Tarw" Jones was a Welsh footballer. He played rugby league for Wigan.',
+    }
+    assert about(rugby, "David Jones")
+    found = find_statement("rugby league", ["David Jones"], [rugby])
+    assert found is not None and found.sentence.startswith("He played")
+    river = {
+        "id": "v",
+        "title": "Tikhaya Sosna River",
+        "text": "The river rises in Belgorod Oblast. It flows north and joins the Don.",
+    }
+    assert about(river, "Tikhaya Sosna") and about({**river, "title": "Bansaan"}, "Bansaan Island")
+    found = find_statement("Don", ["Tikhaya Sosna"], [river])
+    assert found is not None and found.sentence.startswith("It flows")
+    # Another word than a class noun makes another entity: no statement from its passage.
+    other = {**river, "title": "Tikhaya Sosna Festival"}
+    assert not about(other, "Tikhaya Sosna")
+    for university in ("Georgia State University", "University of Georgia"):
+        assert not about({**river, "title": university}, "Georgia")
+    assert find_statement("Don", ["Tikhaya Sosna"], [other]) is None
+    # A passage goes on by a hyphenated last name, too.
+    senator = {
+        "id": "s",
+        "title": "John Lynch-Staunton",
+        "text": "John George Lynch-Staunton was a senator. Lynch-Staunton led the Conservative "
+        "Party of Canada in 2003.",
+    }
+    found = find_statement("Conservative Party of Canada", ["John Lynch-Staunton"], [senator])
+    assert found is not None and found.sentence.startswith("Lynch-Staunton led")
+
+
 def test_a_longer_name_holding_the_questions_own_name_repeats_it() -> None:
     hop = "Who was the father of Kasper Schmeichel?"
     assert repeats_a_given_name("Kasper Peter Schmeichel", hop, hop)
