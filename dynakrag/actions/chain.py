@@ -59,6 +59,7 @@ from dynakrag.actions.statements import (
     sentences,
     whole_name,
 )
+from dynakrag.actions.text import content_words
 from dynakrag.choices import offered_options
 from dynakrag.decomposition import REFERENCE, resolve_references
 from dynakrag.entity_classes import entity_class, lies_within
@@ -395,7 +396,9 @@ def _judge(
         if found is None:
             return None, "no passage about the hop's entity", None
         return Statement(str(found.get("id", "")), ""), "yes/no over its entity's passages", None
-    statement = find_statement(answer, hop_entities(hops, index), docs)
+    statement = find_statement(answer, hop_entities(hops, index), docs) or _stated_in_its_own(
+        answer, text, hop_entities(hops, index), docs
+    )
     if statement is None:
         return (
             None,
@@ -412,6 +415,30 @@ def _judge(
         asked = hop["type_noun"] or hop["expects"]
         return statement, f"{answer!r} is a {label}, not a {asked}", answer
     return statement, "stated", None
+
+
+def _stated_in_its_own(
+    answer: str, text: str, names: Sequence[str], docs: Sequence[Document]
+) -> Statement | None:
+    """A sentence of the answer's own passage that names the hop's entity by the hop's own
+    relation while going on about the answer ("He played Jerry Lee Lewis in Walk the Line." in
+    Waylon Payne's passage for "Who played Jerry Lee Lewis in Walk the Line?"): the statement
+    read the other way round. Only for a name as the answer and a hop that names its entity
+    and a relation word ("She works at X" is no answer to "Who founded X?")."""
+    relation = _stems(text) - _stems(" ".join(names))
+    if not names or not relation or not answer[:1].isupper():
+        return None
+    own = [doc for doc in docs if about(doc, answer)]
+    for name in names:
+        found = find_statement(name, [answer], own)
+        if found is not None and relation & _stems(found.sentence):
+            return found
+    return None
+
+
+def _stems(text: str) -> set[str]:
+    """The content words of ``text`` cut to 5 letters ("played" and "plays" alike)."""
+    return {word[:5] for word in content_words(text)}
 
 
 _SHARED = re.compile(r"\bboth\b|\bin common\b|\bshared?\b", re.IGNORECASE)

@@ -156,6 +156,32 @@ def test_an_answer_stands_only_on_a_sentence_about_the_hops_entity() -> None:
     assert find_statement("Orbis Devices", ["Ada Voss"], [other]) is None
 
 
+def test_an_answer_stands_on_its_own_passage_naming_the_entity_by_the_hops_relation() -> None:
+    payne = {
+        "id": "p-payne",
+        "title": "Waylon Payne",
+        "text": "Waylon Malloy Payne is an American singer. He played Jerry Lee Lewis in the "
+        "film Walk the Line.",
+    }
+    question = "Who played Jerry Lee Lewis in Walk the Line?"
+    facts = {question: "Waylon Malloy Payne"}
+    searched = plan_hops([question])
+    searched[0]["queries"] = [question]  # its search found Payne's passage, none of its own
+    hops, _, _ = resolve_hops(searched, question, [payne],
+                              LLMClient(hop_responder({}, facts)))  # fmt: skip
+    assert hops[0]["status"] == "resolved" and hops[0]["passage"] == "p-payne"
+    assert hops[0]["sentence"].startswith("He played Jerry Lee Lewis")
+    # Her own passage naming the company by another relation is no answer to who founded it.
+    ada = {"id": "p-ada", "title": "Ada Voss", "text": "Ada Voss is an engineer. She works at "
+           "Selkthorn Robotics."}  # fmt: skip
+    question = "Who founded Selkthorn Robotics?"
+    searched = plan_hops([question])
+    searched[0]["queries"] = [question]
+    hops, _, log = resolve_hops(searched, question, [ada],
+                                LLMClient(hop_responder({}, {question: "Ada Voss"})))  # fmt: skip
+    assert log[0]["answer"] == "Ada Voss" and hops[0]["status"] != "resolved"
+
+
 def test_a_sentence_labels_an_answer_with_its_class() -> None:
     assert label_of("Prynvale", "Ilsa Marr was born in 1955 in the city of Prynvale.") == "city"
     assert label_of("Vardonia", "Prynvale is a city in the country of Vardonia.") == "country"
