@@ -59,7 +59,7 @@ _DESCRIBED_NOUN = re.compile(
     r"(?:[a-z]+\s+){0,2}?([a-z]+)\s+(?:of|for|in|at|with|from|by|where|that|which|who|whom)\b"
 )
 _PLACE_NOUNS = frozenset(
-    "headquarters birthplace location seat base address residence whereabouts".split()
+    "headquarters birthplace location place seat base address residence whereabouts".split()
 )
 
 
@@ -131,12 +131,16 @@ def expected_kind(question: str) -> tuple[HopKind, str]:
         return KIND_OF_CLASS[cls], noun
     if noun in PERSON_NOUNS:
         return "person", noun
-    # The first question word asks ("Who managed the club when Beckham joined?": a person).
+    # The first question word asks ("Who managed the club when Beckham joined?": a person;
+    # "What was the name of the fanzine that interviewed him when ...": the name, not a date).
     asked = [
         (found.start(), kind)
         for pattern, kind in _QUESTION_WORDS
         if (found := re.search(pattern, lowered)) and not (kind == "person" and noun)
     ]
+    opening = _ASKED_NOUN.search(lowered)
+    if noun and opening is not None and all(opening.start() < start for start, _ in asked):
+        asked = []
     if asked:
         return min(asked)[1], ""
     if first in _AUXILIARIES:

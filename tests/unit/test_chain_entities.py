@@ -177,6 +177,10 @@ def test_an_initial_or_an_abbreviation_ends_no_sentence() -> None:
         ("When was the man who founded Selkthorn Robotics born?", "date"),
         ("Where did the woman who wrote Miracle Lane die?", "place"),
         ("How many people live in the city where Ilsa Marr was born?", "number"),
+        # "what"/"which" and its noun ask first; a later "when" or "where" opens a clause.
+        ("What was the name of the fanzine that interviewed him when he was 19?", "text"),
+        ("What is the nickname of the city where Darling's Pavilion is located?", "text"),
+        ("What is the place of birth of the director of film When In Rome?", "place"),
     ],
 )
 def test_the_first_question_word_says_what_a_hop_asks_for(question: str, kind: str) -> None:
