@@ -383,8 +383,15 @@ def _judge(
         normalised(answer) == normalised(v) for v in hop["via"]
     ):
         return None, f"{answer!r} repeats an entity the question names", None
+    # A hop going on from an earlier answer ("Who founded #1?") does not give that answer back;
+    # a hop of its own (a second description of the same entity: "... founded by an
+    # industrialist who became known as ...") may find the same one.
     earlier = {normalised(h["answer"] or "") for h in hops[:index] if h["status"] == "resolved"}
-    if normalised(answer) in earlier and hop["expects"] not in ("date", "number", "yes/no"):
+    if (
+        normalised(answer) in earlier
+        and REFERENCE.search(hop["question"])
+        and hop["expects"] not in ("date", "number", "yes/no")
+    ):
         return None, f"{answer!r} is an earlier hop's answer", None
     if is_yes_no(answer):
         if hop["expects"] != "yes/no":

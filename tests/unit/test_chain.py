@@ -182,6 +182,30 @@ def test_an_answer_stands_on_its_own_passage_naming_the_entity_by_the_hops_relat
     assert log[0]["answer"] == "Ada Voss" and hops[0]["status"] != "resolved"
 
 
+def test_a_hop_of_its_own_may_find_an_earlier_answer_a_later_hop_may_not_give_it_back() -> None:
+    kaiser = {
+        "id": "p-kaiser",
+        "title": "Henry J. Kaiser",
+        "text": "Henry J. Kaiser was an American industrialist who founded Kaiser Ventures. He "
+        "became known as the father of modern American shipbuilding.",
+    }
+    first = "Who founded Kaiser Ventures?"
+    for second, stands in (
+        ("Which industrialist became known as the father of modern American shipbuilding?", True),
+        ("Who founded the company of #1?", False),
+    ):
+        hops = plan_hops([first, second])
+        for hop in hops:
+            hop["queries"] = [hop["question"]]  # searched: Kaiser's passage was found
+        facts = {
+            first: "Henry J. Kaiser",
+            second.replace("#1", "Henry J. Kaiser"): "Henry J. Kaiser",
+        }
+        hops, _, _ = resolve_hops(hops, "q", [kaiser], LLMClient(hop_responder({}, facts)))
+        assert hops[0]["status"] == "resolved"
+        assert (hops[1]["status"] == "resolved") is stands, second
+
+
 def test_a_sentence_labels_an_answer_with_its_class() -> None:
     assert label_of("Prynvale", "Ilsa Marr was born in 1955 in the city of Prynvale.") == "city"
     assert label_of("Vardonia", "Prynvale is a city in the country of Vardonia.") == "country"
