@@ -218,8 +218,16 @@ def question_entities(question: str) -> list[str]:
             and (position > 0 or opens_with_a_name(word))
         )
 
+    def in_a_date(position: int, word: str) -> bool:
+        # "born on October 22, 1930", "22 October 1930": the month is a date's, not a name.
+        beside = [words[i][:1] for i in (position - 1, position + 1) if 0 <= i < len(words)]
+        return values.is_month_name(word) and any(ch.isdigit() for ch in beside)
+
     for position, raw in enumerate(words):
         word = raw.strip(_WORD_EDGES)
+        if in_a_date(position, word):
+            close_run()
+            continue
         if _INITIALS.fullmatch(raw) and position + 1 < len(words) and capitalised(position + 1):
             run.append(raw)  # "E. B. White", "George H. W. Bush": an initial's dot ends nothing
             continue

@@ -56,6 +56,7 @@ from dynakrag.values.dates import (
     date_as_asked,
     date_mentions,
     dates_in,
+    is_month_name,
     parse_date,
 )
 from dynakrag.values.numbers import Quantity, first_number, parse_number
@@ -81,6 +82,7 @@ __all__ = [
     "dates_in",
     "first_number",
     "folded_words",
+    "is_month_name",
     "parse_date",
     "parse_number",
 ]

@@ -16,6 +16,7 @@ __all__ = [
     "date_as_asked",
     "date_mentions",
     "dates_in",
+    "is_month_name",
     "parse_date",
 ]
 
@@ -42,6 +43,13 @@ for _number, _names in enumerate(
 ):
     for _name in _names.split():
         _MONTHS[_name] = _number
+
+
+def is_month_name(word: str) -> bool:
+    """Whether ``word`` is a month's name written out ("October", "Oktober"; not "Oct")."""
+    folded = _fold(word)
+    return len(folded) > 3 and folded in _MONTHS
+
 
 _ISO_DATE = re.compile(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\b")
 _NUMERIC_DATE = re.compile(r"\b(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})\b")

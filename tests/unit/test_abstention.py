@@ -307,6 +307,10 @@ def test_question_entities_are_names_quotes_and_numbers_in_any_language() -> Non
     assert question_entities("Did J.R.R. Tolkien teach at Leeds?") == ["J.R.R. Tolkien", "Leeds"]
     # A first word with a middle initial after it opens the name ("O" is a stop word alone).
     assert question_entities("Roger O. Egeberg was born where?") == ["Roger O. Egeberg"]
+    # A month beside a day or a year is a date's; a person may be called June or August.
+    assert question_entities("Who was born on October 22, 1930?") == ["22", "1930"]
+    assert question_entities("Who left Paris 3 Oktober 1990?") == ["Paris", "1990"]
+    assert question_entities("What did August Wilson write in 1990?") == ["August Wilson", "1990"]
     # Numbers are not required by default (a question's condition is often worded otherwise).
     assert missing_entities("Who ran Kestrel Labs in 1950?", docs("kestrel")) == []
     assert missing_entities("Who ran Kestrel Labs in 1950?", docs("kestrel"), numbers=True) == [
