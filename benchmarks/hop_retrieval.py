@@ -43,13 +43,16 @@ _REFERENCE = re.compile(r"#(\d+)")
 
 @dataclass(frozen=True)
 class GoldHop:
-    """One hop of a gold decomposition: its query, the entity it names, its passage id."""
+    """One hop of a gold decomposition: its query, the entity it names, its passage id, its
+    gold answer and its text as the decomposition words it (earlier answers written in)."""
 
     question_id: str
     position: int
     query: str
     entity: str
     passage: str
+    answer: str = ""
+    text: str = ""
 
 
 def musique_hops(example: Any) -> list[GoldHop]:
@@ -70,7 +73,7 @@ def musique_hops(example: Any) -> list[GoldHop]:
             "",
         )
         query = " ".join(resolved.replace(">>", " ").split())
-        hops.append(GoldHop(example.id, position, query, entity, passage))
+        hops.append(GoldHop(example.id, position, query, entity, passage, answer, resolved))
         answers.append(answer)
     return hops
 
@@ -80,10 +83,18 @@ def wiki_hops(example: Any) -> list[GoldHop]:
     question's own paragraph titled with the subject."""
     by_title = {p.title: p.id for p in example.passages if p.id in set(example.support)}
     hops = []
-    for position, (subject, relation, _) in enumerate(example.meta.get("evidences") or ()):
+    for position, (subject, relation, value) in enumerate(example.meta.get("evidences") or ()):
         if subject in by_title:
             hops.append(
-                GoldHop(example.id, position, f"{subject} {relation}", subject, by_title[subject])
+                GoldHop(
+                    example.id,
+                    position,
+                    f"{subject} {relation}",
+                    subject,
+                    by_title[subject],
+                    value,
+                    f"{subject} >> {relation}",
+                )
             )
     return hops
 

@@ -76,6 +76,7 @@ __all__ = [
     "hop_entities",
     "hop_text",
     "hop_to_close",
+    "judge_answer",
     "names_in",
     "next_hop_entities",
     "next_hop_search",
@@ -370,7 +371,7 @@ def _ask(
     return answer[:200], usage
 
 
-def _judge(
+def judge_answer(
     answer: str, hops: Sequence[Hop], index: int, question: str, docs: Sequence[Document]
 ) -> tuple[Statement | None, str, str | None]:
     """Whether ``answer`` stands for hop ``index``: (the statement, why, an entity of another
@@ -526,7 +527,7 @@ def resolve_hops(
             statement, why, through = (
                 (None, "the passages about its entity do not state it", None)
                 if answer is None
-                else _judge(answer, hops, index, question, docs)
+                else judge_answer(answer, hops, index, question, docs)
             )
         entry["verdict"] = why
         if statement is None and through is None:
@@ -580,7 +581,7 @@ def _name_that_stands(
     standing = []
     names = [n for n in question_entities(f"_ {reply}") if normalised(n) != normalised(reply)]
     for name in dict.fromkeys(names):
-        verdict = _judge(name, hops, index, question, docs)
+        verdict = judge_answer(name, hops, index, question, docs)
         if verdict[0] is not None and verdict[2] is None:
             standing.append((name, verdict))
     return standing[0] if len(standing) == 1 else None
@@ -633,7 +634,7 @@ def _reopen_source(
     if answer is not None and normalised(answer) in {normalised(r) for r in ruled_out}:
         why = f"{answer!r} was ruled out"
     elif answer is not None:
-        statement, why, through = _judge(answer, hops, source_index, question, docs)
+        statement, why, through = judge_answer(answer, hops, source_index, question, docs)
         statement = statement if through is None else None
     entry["verdict"] = why
     if statement is None:

@@ -182,6 +182,27 @@ def has_answerable_content(question: str) -> bool:
     return bool(content_tokens(question))
 
 
+_ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)")
+_TITLES = frozenset(
+    "duke duchess earl count countess prince princess king queen baron baroness baronet "
+    "marquess marquis viscount viscountess lord lady emperor empress elector margrave "
+    "landgrave archduke archduchess grand".split()
+)
+"""Titles a name goes on with after a comma ("William II, Duke of Bavaria")."""
+
+
+def _title_follows(words: Sequence[str], position: int) -> bool:
+    """Whether a numbered or a noble title starts at ``words[position]`` ("4th Earl of Kent",
+    "3rd Baronet", "Duke of Bavaria"): the name before the comma goes on with it."""
+    if position >= len(words):
+        return False
+    first = words[position].strip(_WORD_EDGES)
+    if _ORDINAL.fullmatch(first):
+        following = words[position + 1] if position + 1 < len(words) else ""
+        return following[:1].isupper()
+    return _fold(first) in _TITLES and first[:1].isupper()
+
+
 def question_entities(question: str) -> list[str]:
     """What the question names: quoted spans, runs of capitalised words (leaving out
     stop-words: "Wer", "The"; the first word only where a name goes on from it, "Bordan
@@ -228,6 +249,9 @@ def question_entities(question: str) -> list[str]:
         if in_a_date(position, word):
             close_run()
             continue
+        if run and run[-1].endswith(",") and _ORDINAL.fullmatch(word):
+            run.append(word)  # the number of a title after a name's comma
+            continue
         if _INITIALS.fullmatch(raw) and position + 1 < len(words) and capitalised(position + 1):
             run.append(raw)  # "E. B. White", "George H. W. Bush": an initial's dot ends nothing
             continue
@@ -244,6 +268,9 @@ def question_entities(question: str) -> list[str]:
         else:
             close_run()
         if raw and raw[-1] in ".,;:!?)" and run:
+            if raw[-1] == "," and _title_follows(words, position + 1):
+                run[-1] = f"{run[-1]},"  # "Henry Grey, 4th Earl of Kent": one name
+                continue
             close_run()
     close_run()
     found += [m.group(0) for m in _NUMBER_IN_QUESTION.finditer(unquoted)]

@@ -307,6 +307,14 @@ def test_question_entities_are_names_quotes_and_numbers_in_any_language() -> Non
     assert question_entities("Did J.R.R. Tolkien teach at Leeds?") == ["J.R.R. Tolkien", "Leeds"]
     # A first word with a middle initial after it opens the name ("O" is a stop word alone).
     assert question_entities("Roger O. Egeberg was born where?") == ["Roger O. Egeberg"]
+    # A numbered or a noble title after a comma goes on with the name; a place does not.
+    assert question_entities("Who was the father of Henry Grey, 4th Earl of Kent?") == [
+        "Henry Grey, 4th Earl of Kent"
+    ]
+    assert question_entities("Whom did William II, Duke of Bavaria marry?") == [
+        "William II, Duke of Bavaria"
+    ]
+    assert question_entities("Where is Paris, France?") == ["Paris", "France"]
     # A month beside a day or a year is a date's; a person may be called June or August.
     assert question_entities("Who was born on October 22, 1930?") == ["22", "1930"]
     assert question_entities("Who left Paris 3 Oktober 1990?") == ["Paris", "1990"]

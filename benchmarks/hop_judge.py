@@ -1,0 +1,162 @@
+"""Which answers the chain lets stand: its judge on gold hops, without a model.
+
+The chain keeps a hop's answer only when a sentence of a passage about the hop's entity states
+it, the answer is of the kind the hop asks for and is not the question's own entity
+(``actions.chain``). Whether that judge turns down right answers, and how many other names it
+would let through, is a question of language rules alone, so it is measured here on the gold
+decompositions (MuSiQue's ``decomposition``, 2Wiki's ``evidences`` triples; earlier hops'
+answers written in, "Subject >> relation" asked as "What is the relation of Subject?"):
+
+* **gold accepted**: the hop's gold answer over its gold passage stands (recall; a turned-down
+  right answer costs the chain that hop, and every hop after it);
+* **other names accepted**: up to 5 other names of the same passage, of the kind the hop asks
+  for, stand (what the judge leaves to the model: it cannot tell a wrong name the passage
+  states about the entity from the right one);
+* the reasons right answers are turned down, most frequent first.
+
+TRAIN ROWS ONLY by default. Writes ``hop-judge.json`` and ``.md`` under ``--out-dir``.
+
+    python benchmarks/hop_judge.py                           # MuSiQue and 2Wiki, 200 each
+    python benchmarks/hop_judge.py --datasets musique --limit 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+
+from hop_retrieval import HOPS_OF, GoldHop  # noqa: E402
+from runstore import fmt, write_results  # noqa: E402
+
+from dynakrag.actions.chain import judge_answer, plan_hops  # noqa: E402
+from dynakrag.actions.statements import kind_fits  # noqa: E402
+
+OTHER_NAMES = 5
+_NAME = re.compile(r"\b[A-Z][\w'-]+(?:\s+(?:of\s+|the\s+|de\s+)?[A-Z][\w'-]+)*")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def hop_question(hop: GoldHop) -> str:
+    """The hop as the chain would ask it: "Subject >> relation" becomes "What is the relation
+    of Subject?"; a question stays as it is."""
+    if ">>" not in hop.text:
+        return hop.text
+    subject, relation = (part.strip() for part in hop.text.split(">>", 1))
+    return f"What is the {relation} of {subject}?"
+
+
+def judged(hop: GoldHop, question: str, passage: Any) -> dict[str, Any]:
+    """The judge's verdicts on the gold answer and on other names of the gold passage."""
+    hops = plan_hops([hop_question(hop)])
+    docs = [{"id": passage.id, "title": passage.title, "text": passage.text}]
+    statement, why, through = judge_answer(hop.answer, hops, 0, question, docs)
+    wanted = hop.answer.lower()
+    others = sorted(
+        name
+        for name in {m.group(0) for m in _NAME.finditer(passage.text)}
+        if name.lower() not in wanted
+        and wanted not in name.lower()
+        and kind_fits(name, hops[0]["expects"])
+    )[:OTHER_NAMES]
+    let_through = sum(judge_answer(name, hops, 0, question, docs)[0] is not None for name in others)
+    return {
+        "position": hop.position,
+        "accepted": statement is not None,
+        "extended": through is not None,
+        "reason": "" if statement is not None else _QUOTED.sub("'…'", why),
+        "others": len(others),
+        "others_accepted": let_through,
+    }
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    others = sum(r["others"] for r in rows)
+    return {
+        "hops": len(rows),
+        "gold_accepted": sum(r["accepted"] for r in rows) / len(rows) if rows else 0.0,
+        "extended": sum(r["extended"] for r in rows),
+        "other_names": others,
+        "other_names_accepted": (
+            sum(r["others_accepted"] for r in rows) / others if others else 0.0
+        ),
+        "reasons": Counter(r["reason"] for r in rows if r["reason"]).most_common(10),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from dynakrag.data.datasets.loading import load_examples
+
+    result: dict[str, Any] = {"split": args.split, "limit": args.limit, "rows": []}
+    for dataset in args.datasets:
+        tick = time.perf_counter()
+        pool = load_examples(dataset, args.split)  # type: ignore[arg-type]
+        examples = pool[: args.limit] if args.limit else pool
+        rows = []
+        for example in examples:
+            passages = {p.id: p for p in example.passages}
+            for hop in HOPS_OF[dataset](example):
+                if hop.answer and hop.passage in passages:
+                    rows.append(judged(hop, example.question, passages[hop.passage]))
+        summary = summarise(rows)
+        summary.update(dataset=dataset, questions=len(examples), seconds=time.perf_counter() - tick)
+        result["rows"].append(summary)
+        print(
+            f"[hop-judge] {dataset}: gold accepted {summary['gold_accepted']:.3f} of "
+            f"{summary['hops']} hops; other names accepted "
+            f"{summary['other_names_accepted']:.3f} of {summary['other_names']}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# The chain's judge on gold hops (no model)",
+        "",
+        f"{result['split'].upper()} rows (first {result['limit'] or 'all'} per dataset). "
+        "Gold accepted: the hop's gold answer over its gold passage stands; other names "
+        f"accepted: up to {OTHER_NAMES} other names of that passage, of the hop's kind, stand "
+        "(the model must tell those apart).",
+        "",
+        "| dataset | questions | hops | gold accepted | extended through | other names | "
+        "other names accepted |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['dataset']} | {row['questions']} | {row['hops']} | "
+            f"{fmt(row['gold_accepted'])} | {row['extended']} | {row['other_names']} | "
+            f"{fmt(row['other_names_accepted'])} |"
+        )
+    for row in result["rows"]:
+        lines += ["", f"Right answers turned down, {row['dataset']}:", ""]
+        lines += [f"- {n} x {reason}" for reason, n in row["reasons"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=list(HOPS_OF), choices=list(HOPS_OF))
+    parser.add_argument("--split", default="train", choices=("train", "eval"))
+    parser.add_argument("--limit", type=int, default=200, help="first N questions (0: all)")
+    parser.add_argument("--out-dir", type=Path, default=_HERE / "results")
+    parser.add_argument("--name", default="hop-judge")
+    args = parser.parse_args(argv)
+    result = run(args)
+    write_results(args.out_dir, args.name, result, markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
