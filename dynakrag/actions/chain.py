@@ -335,10 +335,25 @@ def repeats_a_given_name(answer: str, hop_question: str, question: str) -> bool:
         for entity in question_entities(text):
             given = normalised(entity).split()
             if given == wanted.split() or (
-                len(given) >= 2 and not asks_a_name and set(given) <= words
+                len(given) >= 2
+                and not asks_a_name
+                and set(given) <= words
+                and not _within_the_given(answer, entity)
             ):
                 return True
     return False
+
+
+def _within_the_given(answer: str, entity: str) -> bool:
+    """Whether an answer holding a given name is a part of it or a place in it, not the name
+    again: the words it adds are lower-case ("western New York" for "what part of New
+    York"), or it ends with the name after a comma ("Teaneck, New Jersey")."""
+    given = set(normalised(entity).split())
+    added = [word for word in answer.split() if normalised(word) not in given]
+    if added and all(word[:1].islower() for word in added):
+        return True
+    head, comma, tail = answer.rpartition(",")
+    return bool(comma and head.strip() and normalised(tail) == normalised(entity))
 
 
 # ------------------------------------------------------------------------------ resolving

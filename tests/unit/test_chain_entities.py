@@ -127,6 +127,12 @@ def test_a_longer_name_holding_the_questions_own_name_repeats_it() -> None:
     # Asked for a name, the whole name holding the given one is the answer.
     full = "What is the full name of Lee Hazlewood?"
     assert not repeats_a_given_name("Barton Lee Hazlewood", full, full)
+    # A part of the given place, or a place in it, is no repetition either.
+    part = "What part of New York is Rochester in?"
+    assert not repeats_a_given_name("western New York", part, part)
+    played = "Where did the Nets play in New Jersey?"
+    assert not repeats_a_given_name("Teaneck, New Jersey", played, played)
+    assert repeats_a_given_name("New Jersey", played, played)
     # A one-word name inside the answer is no repetition ("Henry Ford" founded Ford).
     assert not repeats_a_given_name("Henry Ford", "Who founded Ford?", "Who founded Ford?")
 
