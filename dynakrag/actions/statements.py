@@ -221,6 +221,12 @@ def label_of(answer: str, sentence: str) -> str | None:
 _MONTH_WORD = re.compile(
     r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", re.IGNORECASE
 )
+_TIME_PHRASE = re.compile(
+    r"^(?:[Dd]uring|[Uu]nder|[Aa]fter|[Bb]efore|[Ss]ince|[Uu]ntil|[Ff]ollowing)\s|"
+    r"\b(?:spring|summer|autumn|fall|winter|century|decade|era|reign)\b"
+)
+"""A time written without a date: "during the Korean War", "under Trajan", "the middle of the
+summer" (the season lower-case: "Winter Garden" is a name)."""
 _NUMBER_WORD = re.compile(
     r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
     r"forty|fifty|hundred|thousand|million|billion)\b",
@@ -230,13 +236,13 @@ _NUMBER_WORD = re.compile(
 
 def kind_fits(answer: str, kind: HopKind) -> bool:
     """Whether ``answer`` can be of ``kind``: dates and numbers hold a digit (or a month or
-    number word), names hold a letter and are not bare numbers, yes/no is yes or no."""
+    number word; a date may be a time phrase: "during the Korean War"), names hold a letter and are not bare numbers, yes/no is yes or no."""
     text = answer.strip()
     has_digit = any(ch.isdigit() for ch in text)
     if kind == "yes/no":
         return is_yes_no(text)
     if kind == "date":
-        return has_digit or bool(_MONTH_WORD.search(text))
+        return has_digit or bool(_MONTH_WORD.search(text) or _TIME_PHRASE.search(text))
     if kind == "number":
         return has_digit or bool(_NUMBER_WORD.search(text))
     if kind in ("person", "organisation", "place"):

@@ -16,7 +16,7 @@ from dynakrag.actions.chain import (
 )
 from dynakrag.actions.chain_answer import chain_answer
 from dynakrag.actions.frontier import nearness
-from dynakrag.actions.statements import about, find_statement, namesake, sentences
+from dynakrag.actions.statements import about, find_statement, kind_fits, namesake, sentences
 from dynakrag.choices import compared_dates, offered_options
 from dynakrag.decomposition import decompose, refers_ahead
 from dynakrag.llm.client import LLMClient
@@ -392,3 +392,19 @@ def test_a_choice_answered_by_a_third_name_does_not_stand(reads: str, answer: st
     assert final["abstained"] == (answer == "")
     if not answer:
         assert "neither of the two" in final["abstain_reason"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "fits"),
+    [
+        ("12 May 1990", True),
+        ("During the Korean War", True),  # a time written without a date
+        ("under Trajan", True),
+        ("the middle of the summer", True),
+        ("Winter Garden", False),  # a name, though it holds a season
+        ("Paris", False),
+        ("in Paris", False),
+    ],
+)
+def test_a_date_hop_takes_a_date_or_a_time_phrase(answer: str, fits: bool) -> None:
+    assert kind_fits(answer, "date") is fits
