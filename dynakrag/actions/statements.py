@@ -236,7 +236,8 @@ _NUMBER_WORD = re.compile(
 
 def kind_fits(answer: str, kind: HopKind) -> bool:
     """Whether ``answer`` can be of ``kind``: dates and numbers hold a digit (or a month or
-    number word; a date may be a time phrase: "during the Korean War"), names hold a letter and are not bare numbers, yes/no is yes or no."""
+    number word; a date may be a time phrase: "during the Korean War"), names hold a letter
+    and are not bare numbers, yes/no is yes or no."""
     text = answer.strip()
     has_digit = any(ch.isdigit() for ch in text)
     if kind == "yes/no":
