@@ -310,7 +310,8 @@ _CONTACT = re.compile(
 clause and the preposition it leaves at the question's end ("the person Mach's principle was
 named after", "the city Ada was born in"); groups as :data:`_RELATIVE`'s, the word empty."""
 _DO_SUPPORT = re.compile(r"\b(?:did|does|do)\b", re.IGNORECASE)
-_ENDS_WITH_AUXILIARY = re.compile(r"\b(?:is|was|are|were|did|does|do|has|have|had)\s*$", re.I)
+_AUXILIARY_WORDS = "is|was|are|were|be|been|did|does|do|has|have|had"
+_ENDS_WITH_AUXILIARY = re.compile(rf"\b(?:{_AUXILIARY_WORDS})\s*$", re.I)
 _LAST_OF = re.compile(rf"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(?:the\s+)?(#\d+|{NAME})")
 _ASKED_FIRST = re.compile(
     r"^\s*(?:(?:please\s+)?(?:name|give|list|identify|tell\s+me)|(?:what|which|who)\s+"
@@ -403,7 +404,7 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
 
 
 _WH_WORD = re.compile(r"\b(?:what|which|who|whom|whose|where|when|how)\b", re.IGNORECASE)
-_AUXILIARY = re.compile(r"\b(?:is|was|are|were|be|been|did|does|do|has|have|had)\b")
+_AUXILIARY = re.compile(rf"\b(?:{_AUXILIARY_WORDS})\b")
 _ASKS_ABOUT_SUBJECT = re.compile(
     r"\b(?:is|was|are|were|did|does|do|has|have|had)\s+(?:(?:the|a|an)\s|$)"
 )
