@@ -35,7 +35,7 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
-from hop_retrieval import HOPS_OF, GoldHop  # noqa: E402
+from hop_retrieval import HOPS_OF, GoldHop, add_gold_hop_options  # noqa: E402
 from runstore import fmt, write_results  # noqa: E402
 
 from dynakrag.actions.chain import judge_answer, plan_hops  # noqa: E402
@@ -147,11 +147,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--datasets", nargs="+", default=list(HOPS_OF), choices=list(HOPS_OF))
-    parser.add_argument("--split", default="train", choices=("train", "eval"))
-    parser.add_argument("--limit", type=int, default=200, help="first N questions (0: all)")
-    parser.add_argument("--out-dir", type=Path, default=_HERE / "results")
-    parser.add_argument("--name", default="hop-judge")
+    add_gold_hop_options(parser, name="hop-judge", limit=200)
     args = parser.parse_args(argv)
     result = run(args)
     write_results(args.out_dir, args.name, result, markdown(result))

@@ -207,13 +207,18 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_gold_hop_options(parser: argparse.ArgumentParser, *, name: str, limit: int) -> None:
+    """The options of the benchmarks on gold hops: datasets, split, rows, where results go."""
     parser.add_argument("--datasets", nargs="+", default=list(HOPS_OF), choices=list(HOPS_OF))
     parser.add_argument("--split", default="train", choices=("train", "eval"))
-    parser.add_argument("--limit", type=int, default=0, help="first N questions (0: all)")
+    parser.add_argument("--limit", type=int, default=limit, help="first N questions (0: all)")
     parser.add_argument("--out-dir", type=Path, default=_HERE / "results")
-    parser.add_argument("--name", default="hop-retrieval")
+    parser.add_argument("--name", default=name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_gold_hop_options(parser, name="hop-retrieval", limit=0)
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     result = run(args)
