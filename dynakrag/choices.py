@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from dynakrag.values import EARLIER, LATER
 
-__all__ = ["NAME", "compared_dates", "offered_options", "options_apart"]
+__all__ = ["NAME", "compared_dates", "compared_quantities", "offered_options", "options_apart"]
 
 _WORDS = r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|in|on|for|to|de|a|an)\s+)*[A-Z0-9][\w'’-]*)*"
 NAME = rf"{_WORDS}(?:,\s+\d+(?:st|nd|rd|th)\s+{_WORDS})?"
@@ -61,6 +61,48 @@ def compared_dates(question: str) -> list[str] | None:
         return None
     first, second = pair
     return [f"When was {first} {action}?", f"When was {second} {action}?"]
+
+
+_MEASURE = {
+    "taller": "tall",
+    "tallest": "tall",
+    "higher": "high",
+    "highest": "high",
+    "longer": "long",
+    "longest": "long",
+    "deeper": "deep",
+    "deepest": "deep",
+    "heavier": "heavy",
+    "heaviest": "heavy",
+    "wider": "wide",
+    "widest": "wide",
+}
+"""Comparatives of one measure each, and the adjective "How ... is X?" asks it by ("shorter",
+"larger", "bigger" may compare several measures: left to the plan)."""
+_MEASURED = re.compile(rf"\b({'|'.join(_MEASURE)})\b", re.IGNORECASE)
+_COUNTED = re.compile(r"\b(?:more|most|fewer|fewest)\s+([a-z]+[^su\W]s)\b")
+"""A count compared ("more members", "fewer species"): a plural noun, not an adjective
+("more famous", "more precious")."""
+
+
+def compared_quantities(question: str) -> list[str] | None:
+    """One question per named thing for a question that sets two names side by side by a
+    measure or a count ("Which mountain is taller, A or B?" -> "How tall is A?", "Which band
+    has more members, A or B?" -> "How many members does A have?"); None when it compares
+    neither."""
+    pair = offered_options(question)
+    if pair is None:
+        return None
+    first, second = pair
+    counted = _COUNTED.search(question)
+    if counted is not None:
+        noun = counted.group(1)
+        return [f"How many {noun} does {first} have?", f"How many {noun} does {second} have?"]
+    measured = _MEASURED.search(question)
+    if measured is not None:
+        adjective = _MEASURE[measured.group(1).lower()]
+        return [f"How {adjective} is {first}?", f"How {adjective} is {second}?"]
+    return None
 
 
 _OPTIONS = re.compile(

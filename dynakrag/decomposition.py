@@ -23,7 +23,13 @@ import re
 from collections.abc import Mapping, Sequence
 
 from dynakrag import prompts
-from dynakrag.choices import NAME, compared_dates, offered_options, options_apart
+from dynakrag.choices import (
+    NAME,
+    compared_dates,
+    compared_quantities,
+    offered_options,
+    options_apart,
+)
 from dynakrag.entity_classes import CLASS_HEADS, PERSON_NOUNS, RELATION_NOUNS
 from dynakrag.errors import UserInputError
 from dynakrag.llm.client import LLMClient, Usage
@@ -204,16 +210,22 @@ def decompose(
     parts = reply.texts() if reply is not None else None
     if parts is None:
         return [question], usage
-    if split_joined and len(parts) < 2 and (dated := compared_dates(question)):
-        return dated, usage  # the model kept "who is older, A or B?" as one question
+    if (
+        split_joined
+        and len(parts) < 2
+        and (compared := compared_dates(question) or compared_quantities(question))
+    ):
+        return compared, usage  # the model kept "who is older, A or B?" as one question
     options = offered_options(question) if split_joined else None
     ordered = options is not None and isinstance(comparison_asked(question), Ordering)
     if options and ordered and not options_apart(parts, options):
         # An ordering of the options whose plan does not look each one up on its own ("Which
         # band has more members?", the options dropped) is not answered by one hop's
-        # sentence: a date of each ("formed first") is compared, else each option's passage
-        # is looked up and the reader orders them.
-        return compared_dates(question) or [f"What is {option}?" for option in options], usage
+        # sentence: a date, a measure or a count of each ("formed first", "taller", "more
+        # members") is compared, else each option's passage is looked up and the reader
+        # orders them.
+        compared = compared_dates(question) or compared_quantities(question)
+        return compared or [f"What is {option}?" for option in options], usage
     if split_joined:
         parts = split_facts(parts)
         by_rule = split_facts([question])

@@ -11,7 +11,8 @@ from langchain_core.messages import BaseMessage
 from dynakrag import prompts
 from dynakrag.actions.chain import plan_hops, resolve_hops
 from dynakrag.actions.chain_answer import chain_answer, comparison_answer
-from dynakrag.choices import compared_dates
+from dynakrag.choices import compared_dates, compared_quantities
+from dynakrag.decomposition import decompose
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
 from tests.unit.chain_support import PASSAGES, graph_for, hop_responder
@@ -89,6 +90,29 @@ def test_two_names_compared_by_age_get_a_date_hop_each() -> None:
         "When was V-Day: Until Dawn released?",
         "When was Dust Roads released?",
     ]
+
+
+def test_two_names_compared_by_a_measure_or_a_count_get_one_hop_each() -> None:
+    question = "Which mountain is taller, Mount Arvel or Brenn Peak?"
+    assert compared_quantities(question) == ["How tall is Mount Arvel?", "How tall is Brenn Peak?"]
+    assert compared_quantities("Which band has more members, Lumen or The Vanes?") == [
+        "How many members does Lumen have?",
+        "How many members does The Vanes have?",
+    ]
+    # An adjective after "more", a comparative of several measures, or no two names: none.
+    assert compared_quantities("Who is more famous, Ada Voss or Tom Reyl?") is None
+    assert compared_quantities("Which city is larger, Prynvale or Ambelwyn?") is None
+    assert compared_quantities("Is Mount Arvel taller than Brenn Peak?") is None
+    # The model kept it as one question: the plan looks each one up.
+    parts, _ = decompose(
+        question, LLMClient(hop_responder({question: [question]}, {})), split_joined=True
+    )
+    assert parts == compared_quantities(question)
+    # One hop each, the answer computed from the two measures.
+    hops = plan_hops(compared_quantities(question) or [])
+    for hop, height in zip(hops, ["2,950 m", "3,120 metres"], strict=True):
+        hop.update(status="resolved", answer=height)
+    assert chain_answer(question, hops) == ("Brenn Peak", "comparison")
 
 
 def test_a_yes_no_hop_stands_only_on_a_passage_about_its_entity() -> None:

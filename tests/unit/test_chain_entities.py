@@ -363,8 +363,8 @@ def test_an_answer_to_a_choice_is_one_of_the_two() -> None:
 
 
 def test_an_ordering_whose_plan_dropped_its_options_looks_each_one_up() -> None:
-    question = "Which company has more employees, Selkthorn Robotics or Selkmoor Appliances?"
-    dropped = ["Which company has more employees?"]
+    question = "Which company is larger, Selkthorn Robotics or Selkmoor Appliances?"
+    dropped = ["Which company is larger?"]
 
     def respond(messages: list[BaseMessage]) -> str:
         return json.dumps({"sub_questions": dropped})
@@ -372,6 +372,12 @@ def test_an_ordering_whose_plan_dropped_its_options_looks_each_one_up() -> None:
     model = LLMClient(ScriptedChatModel(respond=respond))
     parts, _ = decompose(question, model, split_joined=True)
     assert parts == ["What is Selkthorn Robotics?", "What is Selkmoor Appliances?"]
+    # A count compared looks each one's count up.
+    counted = "Which company has more employees, Selkthorn Robotics or Selkmoor Appliances?"
+    assert decompose(counted, model, split_joined=True)[0] == [
+        "How many employees does Selkthorn Robotics have?",
+        "How many employees does Selkmoor Appliances have?",
+    ]
     # An ordering in time compares a date of each.
     dated = "Which company was founded first, Selkthorn Robotics or Selkmoor Appliances?"
     assert decompose(dated, model, split_joined=True)[0] == [
