@@ -79,7 +79,8 @@ _MEASURE = {
 }
 """Comparatives of one measure each, and the adjective "How ... is X?" asks it by ("shorter",
 "larger", "bigger" may compare several measures: left to the plan)."""
-_MEASURED = re.compile(rf"\b({'|'.join(_MEASURE)})\b", re.IGNORECASE)
+_MEASURED = re.compile(rf"(?<!\bfor )\b({'|'.join(_MEASURE)})\b", re.IGNORECASE)
+"""A measure compared; "for longer" is a time, not a length."""
 _COUNTED = re.compile(r"\b(?:more|most|fewer|fewest)\s+([a-z]+[^su\W]s)\b")
 """A count compared ("more members", "fewer species"): a plural noun, not an adjective
 ("more famous", "more precious")."""

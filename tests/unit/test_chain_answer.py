@@ -103,6 +103,7 @@ def test_two_names_compared_by_a_measure_or_a_count_get_one_hop_each() -> None:
     assert compared_quantities("Who is more famous, Ada Voss or Tom Reyl?") is None
     assert compared_quantities("Which city is larger, Prynvale or Ambelwyn?") is None
     assert compared_quantities("Is Mount Arvel taller than Brenn Peak?") is None
+    assert compared_quantities("Which probe ran for longer, Vela 1 or Vela 2?") is None
     # The model kept it as one question: the plan looks each one up.
     parts, _ = decompose(
         question, LLMClient(hop_responder({question: [question]}, {})), split_joined=True
