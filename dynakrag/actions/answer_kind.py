@@ -143,7 +143,8 @@ def expected_kind(question: str) -> tuple[HopKind, str]:
         asked = []
     if asked:
         return min(asked)[1], ""
-    if first in _AUXILIARIES:
+    if first in _AUXILIARIES and offered_options(text) is None:
+        # "Is A or B further west?" offers a choice: one of them answers it, not yes or no.
         return "yes/no", ""
     return "text", noun
 

@@ -183,6 +183,7 @@ def has_answerable_content(question: str) -> bool:
 
 
 _ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)")
+_TITLE_NUMBER = re.compile(r"\d{1,4}")
 _TITLES = frozenset(
     "duke duchess earl count countess prince princess king queen baron baroness baronet "
     "marquess marquis viscount viscountess lord lady emperor empress elector margrave "
@@ -257,6 +258,8 @@ def question_entities(question: str) -> list[str]:
             continue
         if capitalised(position):
             run.append(word)
+        elif run and _TITLE_NUMBER.fullmatch(word) and raw.startswith(word):
+            run.append(word)  # "Pro Evolution Soccer 2016", "Windows 10": the title's number
         elif (
             run
             and _fold(word) in _NAME_CONNECTORS

@@ -315,6 +315,12 @@ def test_question_entities_are_names_quotes_and_numbers_in_any_language() -> Non
         "William II, Duke of Bavaria"
     ]
     assert question_entities("Where is Paris, France?") == ["Paris", "France"]
+    # A number right after a name is the title's ("Apollo 11"); after a comma it is not.
+    assert question_entities("Who is on the cover of Pro Evolution Soccer 2016?") == [
+        "Pro Evolution Soccer 2016",
+        "2016",
+    ]
+    assert question_entities("Who won in Paris, 1990?") == ["Paris", "1990"]
     # A month beside a day or a year is a date's; a person may be called June or August.
     assert question_entities("Who was born on October 22, 1930?") == ["22", "1930"]
     assert question_entities("Who left Paris 3 Oktober 1990?") == ["Paris", "1990"]

@@ -187,6 +187,9 @@ def test_an_initial_or_an_abbreviation_ends_no_sentence() -> None:
         ("What was the name of the fanzine that interviewed him when he was 19?", "text"),
         ("What is the nickname of the city where Darling's Pavilion is located?", "text"),
         ("What is the place of birth of the director of film When In Rome?", "place"),
+        # A choice offered after an auxiliary is answered by one of its names, not yes/no.
+        ("Is Muskegon County Airport or John Wayne Airport further west?", "text"),
+        ("Is Ada Voss an engineer?", "yes/no"),
     ],
 )
 def test_the_first_question_word_says_what_a_hop_asks_for(question: str, kind: str) -> None:
