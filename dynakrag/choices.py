@@ -81,9 +81,9 @@ _MEASURE = {
 "larger", "bigger" may compare several measures: left to the plan)."""
 _MEASURED = re.compile(rf"(?<!\bfor )\b({'|'.join(_MEASURE)})\b", re.IGNORECASE)
 """A measure compared; "for longer" is a time, not a length."""
-_COUNTED = re.compile(r"\b(?:more|most|fewer|fewest)\s+([a-z]+[^su\W]s)\b")
-"""A count compared ("more members", "fewer species"): a plural noun, not an adjective
-("more famous", "more precious")."""
+_COUNTED = re.compile(r"\b(?:more|most|fewer|fewest)\s+((?:[a-z]+\s+)?[a-z]+[^su\W]s)\b")
+"""A count compared ("more members", "fewer species", "more academy awards"): a plural noun,
+not an adjective ("more famous", "more precious")."""
 
 
 def compared_quantities(question: str) -> list[str] | None:

@@ -99,6 +99,10 @@ def test_two_names_compared_by_a_measure_or_a_count_get_one_hop_each() -> None:
         "How many members does Lumen have?",
         "How many members does The Vanes have?",
     ]
+    assert compared_quantities("Who won more academy awards, Ada Voss or Tom Reyl?") == [
+        "How many academy awards does Ada Voss have?",
+        "How many academy awards does Tom Reyl have?",
+    ]
     # An adjective after "more", a comparative of several measures, or no two names: none.
     assert compared_quantities("Who is more famous, Ada Voss or Tom Reyl?") is None
     assert compared_quantities("Which city is larger, Prynvale or Ambelwyn?") is None
