@@ -525,6 +525,19 @@ def resolve_hops(
                 continue  # the hop starts again from its source's new answer
             break
         hop["asked"] = [*hop["asked"], *(d["id"] for d in fresh)]
+        known = _stated_earlier_answer(hops, index, question, docs)
+        if known is not None:
+            # Two descriptions of one entity ("Which man who presented the bid was born on
+            # October 22, 1930?"): the second is stated of the first's answer; no model call.
+            answer, statement = known
+            hop.update(
+                status="resolved",
+                answer=answer,
+                passage=statement.passage,
+                sentence=statement.sentence,
+                why="stated: an earlier hop's answer (no question asked)",
+            )
+            continue
         asked = asked_question(hops, index)
         answer, call_usage = _ask(
             llm, asked, docs, hop["via_sentences"], yes_no=hop["expects"] == "yes/no"
@@ -578,6 +591,28 @@ def resolve_hops(
             why=why,
         )
     return hops, usage, log
+
+
+def _stated_earlier_answer(
+    hops: Sequence[Hop], index: int, question: str, docs: Sequence[Document]
+) -> tuple[str, Statement] | None:
+    """For a hop of its own (it refers to no earlier hop) asking for a name of the kind an
+    earlier hop found, that earlier answer with the sentence stating it about this hop's
+    entity, when one stands (:func:`judge_answer`): the question described one entity twice."""
+    hop = hops[index]
+    if REFERENCE.search(hop["question"]) or hop["expects"] not in _NAME_KINDS:
+        return None
+    for earlier in hops[:index]:
+        if earlier["status"] != "resolved" or earlier["expects"] != hop["expects"]:
+            continue
+        answer = earlier["answer"] or ""
+        statement, _, through = judge_answer(answer, hops, index, question, docs)
+        if statement is not None and through is None and statement.sentence:
+            return answer, statement
+    return None
+
+
+_NAME_KINDS = ("person", "organisation", "place")
 
 
 def rejected_answers(hop: Hop) -> list[str]:

@@ -191,7 +191,7 @@ def test_a_hop_of_its_own_may_find_an_earlier_answer_a_later_hop_may_not_give_it
     }
     first = "Who founded Kaiser Ventures?"
     for second, stands in (
-        ("Which industrialist became known as the father of modern American shipbuilding?", True),
+        ("Who became known as the father of modern American shipbuilding?", True),
         ("Who founded the company of #1?", False),
     ):
         hops = plan_hops([first, second])
@@ -201,9 +201,13 @@ def test_a_hop_of_its_own_may_find_an_earlier_answer_a_later_hop_may_not_give_it
             first: "Henry J. Kaiser",
             second.replace("#1", "Henry J. Kaiser"): "Henry J. Kaiser",
         }
-        hops, _, _ = resolve_hops(hops, "q", [kaiser], LLMClient(hop_responder({}, facts)))
+        hops, _, log = resolve_hops(hops, "q", [kaiser], LLMClient(hop_responder({}, facts)))
         assert hops[0]["status"] == "resolved"
         assert (hops[1]["status"] == "resolved") is stands, second
+        if stands:
+            # The second description is stated of the first hop's answer: no question asked.
+            assert [entry["hop"] for entry in log] == [1]
+            assert hops[1]["why"].startswith("stated: an earlier hop's answer")
 
 
 def test_a_sentence_labels_an_answer_with_its_class() -> None:
