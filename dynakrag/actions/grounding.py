@@ -258,7 +258,15 @@ def question_entities(question: str) -> list[str]:
             continue
         if capitalised(position):
             run.append(word)
-        elif run and _TITLE_NUMBER.fullmatch(word) and raw.startswith(word):
+        elif (
+            run
+            and _TITLE_NUMBER.fullmatch(word)
+            and raw.startswith(word)
+            and not (
+                position + 1 < len(words)
+                and in_a_date(position + 1, words[position + 1].strip(_WORD_EDGES))
+            )
+        ):
             run.append(word)  # "Pro Evolution Soccer 2016", "Windows 10": the title's number
         elif (
             run
