@@ -10,7 +10,14 @@ from collections.abc import Sequence
 
 from dynakrag.values import EARLIER, LATER
 
-__all__ = ["NAME", "compared_dates", "compared_quantities", "offered_options", "options_apart"]
+__all__ = [
+    "NAME",
+    "compared_dates",
+    "compared_quantities",
+    "offered_options",
+    "options_apart",
+    "predicate_choice",
+]
 
 _WORDS = r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|in|on|for|to|de|a|an)\s+)*[A-Z0-9][\w'’-]*)*"
 NAME = rf"{_WORDS}(?:,\s+\d+(?:st|nd|rd|th)\s+{_WORDS})?"
@@ -104,6 +111,28 @@ def compared_quantities(question: str) -> list[str] | None:
         adjective = _MEASURE[measured.group(1).lower()]
         return [f"How {adjective} is {first}?", f"How {adjective} is {second}?"]
     return None
+
+
+_PREDICATE_HEAD = re.compile(
+    r"^(?:which|who|what)(?:\s+[\w'’-]+){0,3}?\s+(is|was|are|were)\s+(.+?)[\s,:]*$",
+    re.IGNORECASE,
+)
+
+
+def predicate_choice(question: str) -> list[str] | None:
+    """One yes/no question per named thing for a choice by what is said of one of them
+    ("Which singer is American, A or B?" -> "Is A American?", "Is B American?"; "Which is a
+    genus of ferns, A or B?"); None for any other question."""
+    pair = offered_options(question)
+    if pair is None:
+        return None
+    first, second = pair
+    at = question.find(first)
+    head = _PREDICATE_HEAD.match(question[:at].strip()) if at > 0 else None
+    if head is None:
+        return None
+    auxiliary, predicate = head.group(1).capitalize(), head.group(2).strip()
+    return [f"{auxiliary} {first} {predicate}?", f"{auxiliary} {second} {predicate}?"]
 
 
 _OPTIONS = re.compile(

@@ -29,6 +29,7 @@ from dynakrag.choices import (
     compared_quantities,
     offered_options,
     options_apart,
+    predicate_choice,
 )
 from dynakrag.entity_classes import CLASS_HEADS, PERSON_NOUNS, RELATION_NOUNS
 from dynakrag.errors import UserInputError
@@ -226,6 +227,12 @@ def decompose(
         # orders them.
         compared = compared_dates(question) or compared_quantities(question)
         return compared or [f"What is {option}?" for option in options], usage
+    if options and not ordered and not options_apart(parts, options):
+        # A choice by what is said of one of them ("Which singer is American, A or B?") whose
+        # plan does not ask it of each: a yes/no of each, the one said yes of answers.
+        chosen_by = predicate_choice(question)
+        if chosen_by is not None:
+            return chosen_by, usage
     if split_joined:
         parts = split_facts(parts)
         by_rule = split_facts([question])

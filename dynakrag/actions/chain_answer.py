@@ -34,6 +34,7 @@ __all__ = [
     "comparison_answer",
     "conjunction_answer",
     "is_bridge_chain",
+    "yes_no_choice",
 ]
 
 
@@ -110,7 +111,30 @@ def chain_answer(question: str, hops: Sequence[Hop]) -> tuple[str, str] | None:
     both = conjunction_answer(question, hops)
     if both is not None:
         return both, "conjunction"
+    chosen = yes_no_choice(question, hops)
+    if chosen is not None:
+        return chosen, "choice"
     return None
+
+
+def yes_no_choice(question: str, hops: Sequence[Hop]) -> str | None:
+    """The option of ", A or B?" whose yes/no hop says yes while the other's says no ("Which
+    singer is American, A or B?" with "Is A American?" no, "Is B American?" yes); None
+    unless the question offers two options, each has one resolved yes/no hop, and exactly
+    one says yes."""
+    options = offered_options(question)
+    if options is None or len(hops) != 2:
+        return None
+    said: dict[str, bool] = {}
+    for hop in hops:
+        named = [o for o in options if mentions(hop["question"], o)]
+        answer = str(hop["answer"] or "")
+        if hop["status"] != "resolved" or len(named) != 1 or not is_yes_no(answer):
+            return None
+        said[named[0]] = not says_no(answer)
+    if len(said) != 2 or sum(said.values()) != 1:
+        return None
+    return next(option for option, yes in said.items() if yes)
 
 
 _LEADING_CONJUNCTION = re.compile(r"^(?:and|but|also)\s+", re.IGNORECASE)

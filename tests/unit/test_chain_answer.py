@@ -10,8 +10,8 @@ from langchain_core.messages import BaseMessage
 
 from dynakrag import prompts
 from dynakrag.actions.chain import plan_hops, resolve_hops
-from dynakrag.actions.chain_answer import chain_answer, comparison_answer
-from dynakrag.choices import compared_dates, compared_quantities
+from dynakrag.actions.chain_answer import chain_answer, comparison_answer, yes_no_choice
+from dynakrag.choices import compared_dates, compared_quantities, predicate_choice
 from dynakrag.decomposition import decompose
 from dynakrag.llm.client import LLMClient
 from dynakrag.llm.fake import ScriptedChatModel
@@ -120,6 +120,34 @@ def test_two_names_compared_by_a_measure_or_a_count_get_one_hop_each() -> None:
     assert chain_answer(question, hops) == ("Brenn Peak", "comparison")
 
 
+def test_a_choice_by_what_is_said_of_one_asks_it_of_each_and_takes_the_one_said_yes() -> None:
+    question = "Which singer is American, Ada Voss or Tom Reyl?"
+    assert predicate_choice(question) == ["Is Ada Voss American?", "Is Tom Reyl American?"]
+    assert predicate_choice("Which is a genus of ferns, Osmunda or Pinus?") == [
+        "Is Osmunda a genus of ferns?",
+        "Is Pinus a genus of ferns?",
+    ]
+    assert predicate_choice("Who was born in Paris, Ada Voss or Tom Reyl?") == [
+        "Was Ada Voss born in Paris?",
+        "Was Tom Reyl born in Paris?",
+    ]
+    # No auxiliary before the options, or no options: none.
+    assert predicate_choice("Which film follows poetry, Dust or Blue Harbor?") is None
+    assert predicate_choice("Which singer is American?") is None
+    # The plan asked neither on its own: a yes/no of each.
+    model = LLMClient(hop_responder({question: ["Who is American?"]}, {}))
+    assert decompose(question, model, split_joined=True)[0] == predicate_choice(question)
+    hops = plan_hops(predicate_choice(question) or [])
+    for hop, said in zip(hops, ["no", "yes"], strict=True):
+        hop.update(status="resolved", answer=said)
+    assert chain_answer(question, hops) == ("Tom Reyl", "choice")
+    # Both yes, or one unresolved: the reader chooses.
+    hops[0]["answer"] = "yes"
+    assert yes_no_choice(question, hops) is None
+    hops[0].update(status="open", answer=None)
+    assert yes_no_choice(question, hops) is None
+
+
 def test_a_yes_no_hop_stands_only_on_a_passage_about_its_entity() -> None:
     hops = plan_hops(["Was Ilsa Marr an entrepreneur?"])
     hops[0]["queries"] = ["Was Ilsa Marr an entrepreneur?"]  # searched: every naming passage shown
@@ -160,9 +188,11 @@ def test_a_yes_no_hop_is_asked_to_say_no_when_its_passage_rules_it_out() -> None
          ["Is Ilsa Marr an entrepreneur?", "Is Tom Reyl an entrepreneur?"], ["Yes", "yes"], "yes"),
         ("Is Prynvale a city? And is Vardonia a country?",
          ["Is Prynvale a city?", "Is Vardonia a country?"], ["yes", "yes"], "yes"),
-        # A choice, or a question asking which one, is not a conjunction.
+        # A choice, or a question asking which one, is not a conjunction: a choice names the
+        # one said yes of.
         ("Is Ilsa Marr or Tom Reyl an entrepreneur?",
-         ["Is Ilsa Marr an entrepreneur?", "Is Tom Reyl an entrepreneur?"], ["yes", "no"], None),
+         ["Is Ilsa Marr an entrepreneur?", "Is Tom Reyl an entrepreneur?"], ["yes", "no"],
+         "Ilsa Marr"),
         ("Which of Ilsa Marr and Tom Reyl is an entrepreneur?",
          ["Is Ilsa Marr an entrepreneur?", "Is Tom Reyl an entrepreneur?"], ["yes", "no"], None),
         # A hop the model did not answer yes or no leaves it to the reader.
@@ -179,4 +209,4 @@ def test_a_yes_no_question_holding_when_each_part_does_is_computed_from_its_hops
         hop.update(status="resolved", answer=answer)
     given = chain_answer(question, hops)
     assert (given[0] if given else None) == expected
-    assert given is None or given[1] == "conjunction"
+    assert given is None or given[1] == ("choice" if " or " in question else "conjunction")
