@@ -77,9 +77,8 @@ default-policy: setup
 	done
 	$(VENV)/bin/dynakrag collect --dataset demo --setting distractor \
 	  --sample $(POLICY_DEMO_SAMPLE) $(POLICY_COLLECT) --out $(POLICY_RUNS)/demo.jsonl
-	LC_ALL=C sort $(foreach d,$(POLICY_SETS) demo,$(POLICY_RUNS)/$(d).jsonl) \
-	  | gzip -n -9 > $(POLICY_RECORDS).tmp
-	mv $(POLICY_RECORDS).tmp $(POLICY_RECORDS)
+	$(VENV)/bin/dynakrag pack-records $(foreach d,$(POLICY_SETS) demo,$(POLICY_RUNS)/$(d).jsonl) \
+	  --out $(POLICY_RECORDS)
 	$(VENV)/bin/dynakrag train --trajectories $(POLICY_RECORDS) --seed 13 --out $(POLICY_FILE)
 
 # The shipped DICS selection model: all DS-RAG train rows, rule criteria, seed 13.

@@ -8,14 +8,37 @@ from __future__ import annotations
 
 import argparse
 
-from dynakrag.cli import ask, calibrate, collect, demo, export, index, replay, selector, train
+from dynakrag.cli import (
+    ask,
+    calibrate,
+    collect,
+    demo,
+    export,
+    index,
+    pack,
+    replay,
+    selector,
+    train,
+)
 from dynakrag.cli import eval as eval_command  # plain `eval` would shadow the builtin
 from dynakrag.cli.arguments import Parser
 
 DESCRIPTION = "The ``dynakrag`` command line."
 
 # The order of ``dynakrag --help``.
-COMMANDS = (demo, ask, index, eval_command, collect, train, calibrate, export, replay, selector)
+COMMANDS = (
+    demo,
+    ask,
+    index,
+    eval_command,
+    collect,
+    pack,
+    train,
+    calibrate,
+    export,
+    replay,
+    selector,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -50,6 +50,12 @@ finished questions of other records files of the same collection settings, such 
 started from them continues it instead of redoing it, and a larger ``--sample`` only adds
 questions. Their lines are copied as they are, so the records of a question are the same
 bytes however often a collection is resumed.
+
+Records that ship (:func:`pack_records`, ``dynakrag pack-records``) hold no text of the data
+they were collected on: :func:`shareable` drops ``state`` (the question, the passages, the
+model's sub-questions and hop answers) and ``answer``, and keeps the stored ``features``, so
+they train a policy of their ``feature_version`` (``dynakrag train`` says so for another
+schema), resume a collection and pool with a user's records as before.
 """
 
 from __future__ import annotations
@@ -79,12 +85,18 @@ __all__ = [
     "check_record",
     "checked_records",
     "finished_questions",
+    "pack_records",
     "question_groups",
     "read_records",
     "resume_collection",
+    "shareable",
 ]
 
 RECORD_SCHEMA = "dynakrag-transition/1"
+
+TEXT_FIELDS: tuple[str, ...] = ("state", "answer")
+"""The fields of a record that hold text of the data or of the model's replies about it:
+what :func:`shareable` drops."""
 
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 """A finite JSON number (an integer too; never ``true``/``false``)."""
@@ -361,3 +373,45 @@ def _parsed_records(source: Path, lines: list[str]) -> Iterator[tuple[int, str, 
         except ValidationError as exc:
             raise UserInputError(f"{source} line {number}: {one_line(exc)}") from None
         yield number, line, record
+
+
+def shareable(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` without the fields that hold the data's text (:data:`TEXT_FIELDS`), the
+    other fields in their order: what may ship beside a policy. Dropping is idempotent."""
+    return {key: value for key, value in record.items() if key not in TEXT_FIELDS}
+
+
+def _record_line(record: Mapping[str, Any]) -> str:
+    """A record as :func:`~dynakrag.files.write_jsonl` writes it, without the newline."""
+    return json.dumps(record, ensure_ascii=False, allow_nan=False)
+
+
+def pack_records(
+    sources: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]
+) -> tuple[int, int]:
+    """Write the finished questions of the records files ``sources`` (``.gz`` too) to
+    ``out`` as records that may ship: each :func:`shareable`, repeated lines once, sorted as
+    ``LC_ALL=C sort`` sorts (by their UTF-8 bytes), gzip-compressed without a name or a time
+    (the same records give the same bytes). Records of questions a kill cut short are left
+    out. Returns ``(records, questions)`` written. UserInputError for a file that is no
+    records file."""
+    lines: set[str] = set()
+    finished: set[Question] = set()
+    for source in map(Path, sources):
+        if not source.exists():
+            raise UserInputError(f"no records file {source}")
+        by_question: dict[Question, dict[str, dict[str, Any]]] = {}
+        for _line, record in _record_lines(source):
+            stripped = shareable(record)
+            by_question.setdefault(_question(record), {}).setdefault(
+                _record_line(stripped), stripped
+            )
+        for question, records in by_question.items():
+            if finished_questions(records.values()) == {question}:
+                lines.update(records)
+                finished.add(question)
+    ordered = sorted(lines, key=lambda line: line.encode("utf-8"))
+    payload = "".join(line + "\n" for line in ordered).encode("utf-8")
+    with atomic_writer(Path(out)) as handle:
+        handle.write(gzip.compress(payload, compresslevel=9, mtime=0))
+    return len(ordered), len(finished)

@@ -15,6 +15,7 @@ from langgraph.types import Overwrite
 from dynakrag import build_graph
 from dynakrag.actions.common import Resources
 from dynakrag.cli import collect as collect_command
+from dynakrag.cli import pack as pack_command
 from dynakrag.cli import train as train_command
 from dynakrag.configuration import Configuration
 from dynakrag.data.datasets import QAExample
@@ -404,8 +405,8 @@ def run_cli(argv: list[str]) -> int:
     """What dynakrag.cli.main does with these commands: user errors exit 2."""
     parser = argparse.ArgumentParser(prog="dynakrag", exit_on_error=False)
     subparsers = parser.add_subparsers(dest="command", required=True)
-    collect_command.add_parser(subparsers)
-    train_command.add_parser(subparsers)
+    for command in (collect_command, pack_command, train_command):
+        command.add_parser(subparsers)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

@@ -32,7 +32,7 @@ from dynakrag.training import collect as training_collect
 from dynakrag.training.collect import collect, training_world_examples
 from dynakrag.training.collection_report import CollectionReport
 from dynakrag.training.fit import fit_policy
-from dynakrag.training.records import read_records
+from dynakrag.training.records import TEXT_FIELDS, read_records, shareable
 from dynakrag.training.sampling import question_stratum, stratified_order, stratified_sample
 from dynakrag.training.workers import corpus_digest
 from tests.fakes import demo_responder, prompt_kind
@@ -240,10 +240,13 @@ def test_the_open_corpus_of_a_dataset_is_its_whole_train_pool() -> None:
 
 
 def _sorted_gzip(sources: list[Path], target: Path) -> Path:
-    """What make default-policy ships: the lines sorted (LC_ALL=C), gzip -n."""
-    lines = sorted(line for s in sources for line in s.read_bytes().splitlines(keepends=True))
-    target.write_bytes(gzip.compress(b"".join(lines), mtime=0))
+    """What make default-policy ships: ``dynakrag pack-records`` of the runs."""
+    assert run_cli(["pack-records", *map(str, sources), "--out", str(target)]) == 0
     return target
+
+
+def _shareable_lines(path: Path) -> list[str]:
+    return sorted(json.dumps(shareable(r), ensure_ascii=False) for r in read_records(path))
 
 
 def _spy_on_collected_questions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -285,7 +288,7 @@ def test_resume_from_the_shipped_gzip_records_and_extend_the_sample(
     assert "4 finished questions taken from the resume points" in capsys.readouterr().out
     lines = out.read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(set(lines))  # no record twice
-    assert sorted(lines) == sorted(reference.read_text(encoding="utf-8").splitlines())
+    assert _shareable_lines(out) == _shareable_lines(reference)
     collections = {json.dumps(r["collection"], sort_keys=True) for r in read_records(out)}
     assert len(collections) == 1  # one corpus digest for samples of 4 and 6
 
@@ -297,6 +300,32 @@ def test_resume_from_the_shipped_gzip_records_and_extend_the_sample(
     assert run_cli(argv) == 0
     assert started == [] and out.read_bytes() == before
     assert _sorted_gzip([out], tmp_path / "again.jsonl.gz").read_bytes() == shipped.read_bytes()
+
+
+def test_packed_records_hold_no_text_of_the_data_and_train_the_same_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(collect_command, "make_llm", lambda cfg, **options: llm())
+    runs = tmp_path / "demo.jsonl"
+    assert run_cli([*COLLECT, "--setting", "open", "--sample", "4", "--out", str(runs)]) == 0
+    raw = read_records(runs)
+    assert all("state" in r for r in raw)
+    packed = _sorted_gzip([runs], tmp_path / "records.jsonl.gz")
+    text = gzip.decompress(packed.read_bytes()).decode("utf-8")
+    questions = {r["state"]["question"] for r in raw}
+    passages = {d["text"] for r in raw for d in r["state"].get("evidence", [])}
+    assert questions and passages
+    assert not any(q in text for q in questions | passages)
+    shipped = read_records(packed)
+    assert len(shipped) == len(raw) and not any(k in r for r in shipped for k in TEXT_FIELDS)
+    # Packing twice gives the same bytes: it is what make default-policy rebuilds.
+    assert _sorted_gzip([packed], tmp_path / "again.jsonl.gz").read_bytes() == packed.read_bytes()
+    # The stored features train the policy the text would have given.
+    from_raw, _ = fit_policy(raw, n_estimators=20, progress=False)
+    from_packed, _ = fit_policy(shipped, n_estimators=20, progress=False)
+    state = raw[0]["state"]
+    valid = raw[0]["valid"]
+    assert from_raw.scores(state, valid, CFG) == from_packed.scores(state, valid, CFG)
 
 
 def test_records_of_other_settings_are_not_resumed_from(
