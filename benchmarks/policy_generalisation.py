@@ -91,16 +91,18 @@ def judge(
     errors = prediction_errors(
         policy.value_model, policy.continuation_model, training_set(test, feature_version)
     )
-    learned = replay_on_records(policy, test)
-    heuristic = replay_on_records(HeuristicPolicy(), test)
+    # Packed records (dynakrag pack-records) carry no state to walk: no replay, not zeros.
+    replayable = any("state" in r for r in test)
+    learned = replay_on_records(policy, test).to_dict() if replayable else None
+    heuristic = replay_on_records(HeuristicPolicy(), test).to_dict() if replayable else None
     return {
         "train_questions": len({_question(r) for r in train}),
         "test_questions": len({_question(r) for r in test}),
         "train_records": len(train),
         "test_records": len(test),
         "errors": errors,
-        "learned": learned.to_dict(),
-        "heuristic": heuristic.to_dict(),
+        "learned": learned,
+        "heuristic": heuristic,
     }
 
 
@@ -194,7 +196,9 @@ _COLUMNS = (
 
 
 def _cells(row: Mapping[str, Any]) -> list[str]:
-    errors, learned, heuristic = row["errors"], row["learned"], row["heuristic"]
+    errors = row["errors"]
+    no_replay = dict.fromkeys(("support_recall", "f1", "on_tree", "retrieval_calls"))
+    learned, heuristic = row["learned"] or no_replay, row["heuristic"] or no_replay
     return [
         fmt(row["train_questions"]),
         fmt(row["test_questions"]),
@@ -229,7 +233,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         f"({', '.join(meta['datasets'])}); feature schema {meta['feature_version']}, "
         f"{meta['n_estimators']} trees, min_samples_leaf {meta['min_samples_leaf']}, "
         f"seed {meta['seed']}. SR / F1 / on tree: offline replay on the held-out questions' "
-        "recorded trees (the heuristic was the rollouts' behaviour policy, which favours it).",
+        "recorded trees (the heuristic was the rollouts' behaviour policy, which favours it); "
+        "'–' where the records are packed (no state to walk: label errors only).",
         "",
         "## Leave one dataset out",
         "",

@@ -27,7 +27,7 @@ from dynakrag.training import collect as training_collect
 from dynakrag.training.collect import collect, training_world_examples
 from dynakrag.training.fit import fit_policy
 from dynakrag.training.offline import replay_on_records
-from dynakrag.training.records import finished_questions, resume_collection
+from dynakrag.training.records import finished_questions, resume_collection, shareable
 from tests.benchmark_scripts import benchmark_module
 from tests.fakes import demo_responder, prompt_kind
 from tests.unit.test_collect_and_train import (
@@ -412,3 +412,14 @@ def test_generalisation_benchmark_on_synthetic_records(
         assert without_row["train_questions"] <= with_row["train_questions"]
     assert worlds[-1]["train_questions"] < worlds[-2]["train_questions"]
     assert "| 100%, without |" in markdown
+    # Packed records (what ships: no state) give the label errors and no replay, not zeros.
+    packed = tmp_path / "packed.jsonl"
+    packed.write_text("".join(json.dumps(shareable(r)) + "\n" for r in synthetic))
+    with benchmark_module("policy_generalisation") as module:
+        argv = ["--records", str(packed), "--n-estimators", "5", "--out-dir", str(tmp_path)]
+        assert module.main([*argv, "--name", "packed"]) == 0
+    rows = json.loads((tmp_path / "packed.json").read_text())["training_size"]
+    assert all(row["learned"] is None and row["heuristic"] is None for row in rows)
+    assert [row["errors"]["r2_overall"] for row in rows] == [
+        row["errors"]["r2_overall"] for row in sizes
+    ]
