@@ -331,7 +331,11 @@ named after", "the city Ada was born in"); groups as :data:`_RELATIVE`'s, the wo
 _DO_SUPPORT = re.compile(r"\b(?:did|does|do)\b", re.IGNORECASE)
 _AUXILIARY_WORDS = "is|was|are|were|be|been|did|does|do|has|have|had"
 _ENDS_WITH_AUXILIARY = re.compile(rf"\b(?:{_AUXILIARY_WORDS})\s*$", re.I)
-_LAST_OF = re.compile(rf"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(?:the\s+)?(#\d+|{NAME})")
+_TITLE_WITH_AND = rf"{NAME}(?:\s+(?:and|&)\s+(?:the\s+|a\s+|an\s+)?{NAME})?"
+"""A name that may hold "and" ("Pride and Prejudice", "Harry Potter and the Goblet of Fire"):
+what follows "the X of"; :data:`~dynakrag.choices.NAME` itself stops at "and", where two
+offered options meet."""
+_LAST_OF = re.compile(rf"\bthe\s+([a-z]+(?:\s+[a-z]+)?)\s+of\s+(?:the\s+)?(#\d+|{_TITLE_WITH_AND})")
 _ASKED_FIRST = re.compile(
     r"^\s*(?:(?:please\s+)?(?:name|give|list|identify|tell\s+me)|(?:what|which|who)\s+"
     r"(?:is|was|are|were))\s*$",
@@ -467,6 +471,10 @@ def _clause_and_tail(before: str, clause: str) -> tuple[str, str | None]:
     return clause, ""
 
 
+_NAME_GOES_ON = re.compile(r"(?:\s+(?:and|&)\s+(?:the\s+|a\s+|an\s+)?|,\s+)[A-Z0-9]")
+"""After a name (one holding "and" taken whole): "and" or a comma with more capitalised
+words, a title that goes on ("Alexander and the Terrible, Horrible, No Good, Very Bad Day")
+or names joined; no rule tells where it ends, so it is not cut there ("#1, Horrible, ...")."""
 _ASKS_THE_OF = re.compile(r"^\s*(?:what|who|which)\s+(?:is|was|are|were)\s+the\s", re.IGNORECASE)
 
 
@@ -476,6 +484,8 @@ def _cuttable_of(text: str, phrase: re.Match[str]) -> bool:
     ("the birth city of"; "the city of Paris" is Paris) inside another relation."""
     if phrase.group(2).endswith(("'s", "’s")) or text[phrase.end() :].startswith(("'s", "’s")):
         return False  # "the actor of Grace's boyfriend": the name goes on as a possessive
+    if _NAME_GOES_ON.match(text, phrase.end()):
+        return False  # "the author of Alexander and the Terrible, Horrible, ...": it goes on
     if text[: phrase.start()].endswith(("of ", "of the ")) or _CHAINED_OF.match(
         text, phrase.start()
     ):

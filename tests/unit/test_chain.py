@@ -87,6 +87,30 @@ def test_a_sub_question_joining_two_facts_is_cut_innermost_first() -> None:
     ]
 
 
+def test_a_name_holding_and_is_cut_whole_and_one_that_goes_on_is_not_cut() -> None:
+    # "the X of" takes a title with "and" whole; the old cut left "Where was #1 and ... born?".
+    assert split_facts(["Where was the author of Pride and Prejudice born?"]) == [
+        "What is the author of Pride and Prejudice?",
+        "Where was #1 born?",
+    ]
+    assert split_facts(["Where was the director of Harry Potter and the Goblet of Fire born?"]) == [
+        "What is the director of Harry Potter and the Goblet of Fire?",
+        "Where was #1 born?",
+    ]
+    # A name that goes on after a comma is not cut where no rule tells its end.
+    for question in (
+        "What kind of university did the author of Alexander and the Terrible, Horrible, No "
+        "Good, Very Bad Day attend?",
+        "Where was the founder of Apple, Inc. born?",
+    ):
+        assert split_facts([question]) == [question]
+    # "and" before a lower-case word joins no name: the cut stays.
+    assert split_facts(["In which city were the director of Jaws and his wife married?"]) == [
+        "What is the director of Jaws?",
+        "In which city were #1 and his wife married?",
+    ]
+
+
 def test_a_clause_without_its_relative_word_is_a_fact_of_its_own() -> None:
     # Told by the name opening the clause and the preposition it leaves at the end.
     assert split_facts(["Who is the employer of the person Mach's principle was named after?"]) == [
