@@ -50,6 +50,7 @@ __all__ = [
     "atomic_writer",
     "canonical_json_line",
     "json_safe",
+    "jsonl_line",
     "one_line",
     "read_arrays",
     "read_json",
@@ -249,6 +250,11 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def jsonl_line(record: Mapping[str, Any]) -> str:
+    """``record`` as one JSONL line (no newline), as :func:`write_jsonl` writes it."""
+    return json.dumps(record, ensure_ascii=False, allow_nan=False)
+
+
 def write_jsonl(
     records: Iterable[Mapping[str, Any]], path: PathLike, *, append: bool = False
 ) -> int:
@@ -260,7 +266,7 @@ def write_jsonl(
     count = 0
     with target.open("a" if append else "w", encoding="utf-8") as handle:
         for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
+            handle.write(jsonl_line(record) + "\n")
             handle.flush()
             count += 1
     return count

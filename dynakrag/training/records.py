@@ -71,7 +71,7 @@ from typing import Annotated, Any, Literal, TypedDict, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dynakrag.errors import UserInputError, one_line
-from dynakrag.files import atomic_writer, read_jsonl
+from dynakrag.files import atomic_writer, jsonl_line, read_jsonl
 from dynakrag.policy.features import FeatureInputs
 from dynakrag.state import ACTIONS
 
@@ -381,11 +381,6 @@ def shareable(record: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in record.items() if key not in TEXT_FIELDS}
 
 
-def _record_line(record: Mapping[str, Any]) -> str:
-    """A record as :func:`~dynakrag.files.write_jsonl` writes it, without the newline."""
-    return json.dumps(record, ensure_ascii=False, allow_nan=False)
-
-
 def pack_records(
     sources: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]
 ) -> tuple[int, int]:
@@ -403,9 +398,7 @@ def pack_records(
         by_question: dict[Question, dict[str, dict[str, Any]]] = {}
         for _line, record in _record_lines(source):
             stripped = shareable(record)
-            by_question.setdefault(_question(record), {}).setdefault(
-                _record_line(stripped), stripped
-            )
+            by_question.setdefault(_question(record), {}).setdefault(jsonl_line(stripped), stripped)
         for question, records in by_question.items():
             if finished_questions(records.values()) == {question}:
                 lines.update(records)
