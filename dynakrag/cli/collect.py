@@ -279,7 +279,9 @@ def _collect_here(
     from dynakrag.training.collection_store import collected_questions
     from dynakrag.training.searchers import collection_searcher_factory
 
-    searcher_factory = collection_searcher_factory(job.cfg.retriever, corpus)
+    searcher_factory = collection_searcher_factory(
+        job.cfg.retriever, corpus, index_root=Path(job.cfg.cache_dir)
+    )
 
     def run(todo: list[QAExample]) -> Iterator[tuple[QAExample, list[TransitionFields]]]:
         options = job.collect_options()

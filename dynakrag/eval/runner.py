@@ -44,7 +44,6 @@ marked ``meta["gold_aware"]``.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import random
 import subprocess
 import threading
@@ -76,7 +75,7 @@ from dynakrag.llm.cache import SQLiteLLMCache
 from dynakrag.llm.factory import llm_client_from_config, llm_description
 from dynakrag.retrieval.base import Searcher
 from dynakrag.retrieval.passage import Passage
-from dynakrag.routing.factory import RETRIEVERS, build_searcher, needs_embeddings
+from dynakrag.routing.factory import RETRIEVERS, build_searcher, needs_embeddings, pool_index_dir
 from dynakrag.workers import Journal, journal_path
 
 __all__ = [
@@ -154,14 +153,9 @@ def open_index_dir(
     passages: Sequence[Passage],
     embeddings: Embeddings,
 ) -> Path:
-    """Where the dense open index of ``passages`` is stored: keyed by the embedding model and
-    the passage ids, so every script that searches the same pool loads the same index."""
-    from dynakrag.retrieval.dense import model_name_of
-
-    digest = hashlib.sha256(model_name_of(embeddings).encode())
-    for passage in passages:
-        digest.update(b"\n" + passage.id.encode())
-    return Path(cfg.cache_dir) / "eval-indexes" / f"{dataset}-{split}-{digest.hexdigest()[:16]}"
+    """Where the dense open index of ``passages`` is stored (:func:`pool_index_dir` under the
+    configuration's cache folder)."""
+    return pool_index_dir(Path(cfg.cache_dir), f"{dataset}-{split}", passages, embeddings)
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ evaluation runner, trajectory collection and the benchmarks all build searchers 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
@@ -53,6 +54,7 @@ __all__ = [
     "build_searcher",
     "needs_embeddings",
     "open_index",
+    "pool_index_dir",
 ]
 
 RETRIEVERS: tuple[str, ...] = get_args(RetrieverName)
@@ -129,6 +131,20 @@ def open_index(location: str | Path, embeddings: Embeddings) -> Searcher:
 
         return PgVectorIndex.open(str(location), embeddings)
     return DenseIndex.load(location, embeddings)
+
+
+def pool_index_dir(
+    cache_dir: Path, name: str, passages: Sequence[Passage], embeddings: Embeddings
+) -> Path:
+    """Where the dense index of a pool of ``passages`` is kept between runs (``index_dir`` of
+    :func:`build_searcher`): keyed by the embedding model and the passage ids, so every run
+    that searches the same pool (an eval, a collection) loads it instead of embedding it."""
+    from dynakrag.retrieval.dense import model_name_of
+
+    digest = hashlib.sha256(model_name_of(embeddings).encode())
+    for passage in passages:
+        digest.update(b"\n" + passage.id.encode())
+    return cache_dir / "eval-indexes" / f"{name}-{digest.hexdigest()[:16]}"
 
 
 def _dense_index(

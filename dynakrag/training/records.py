@@ -63,7 +63,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict, TypeVar, cast
@@ -260,7 +260,7 @@ def resume_collection(
     if len(kept) < len(lines):
         with atomic_writer(source) as handle:
             for record in kept:
-                handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+                handle.write((jsonl_line(record) + "\n").encode("utf-8"))
     return finished
 
 
@@ -325,10 +325,7 @@ def carry_over(
         if not source.exists():
             carried.missing.append(str(source))
             continue
-        by_question: dict[Question, dict[str, dict[str, Any]]] = {}
-        for line, record in _record_lines(source):
-            by_question.setdefault(_question(record), {}).setdefault(line, record)
-        for question, lines in by_question.items():
+        for question, lines in _records_by_question(source).items():
             if question in taken or question not in wanted_set:
                 continue
             if finished_questions(lines.values()) != {question}:
@@ -341,6 +338,21 @@ def carry_over(
             taken.add(question)
     carried.other_settings -= carried.questions
     return carried
+
+
+def _records_by_question(
+    source: Path, reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> dict[Question, dict[str, dict[str, Any]]]:
+    """The records of a records file by question, keyed by their line (each distinct line
+    once: two sorted files merged into one repeat lines). With ``reshape`` each record is
+    reshaped first and keyed by its new line (:func:`~dynakrag.files.jsonl_line`)."""
+    by_question: dict[Question, dict[str, dict[str, Any]]] = {}
+    for line, record in _record_lines(source):
+        if reshape is not None:
+            record = reshape(record)
+            line = jsonl_line(record)
+        by_question.setdefault(_question(record), {}).setdefault(line, record)
+    return by_question
 
 
 def _record_lines(source: Path) -> Iterable[tuple[str, dict[str, Any]]]:
@@ -395,11 +407,7 @@ def pack_records(
     for source in map(Path, sources):
         if not source.exists():
             raise UserInputError(f"no records file {source}")
-        by_question: dict[Question, dict[str, dict[str, Any]]] = {}
-        for _line, record in _record_lines(source):
-            stripped = shareable(record)
-            by_question.setdefault(_question(record), {}).setdefault(jsonl_line(stripped), stripped)
-        for question, records in by_question.items():
+        for question, records in _records_by_question(source, shareable).items():
             if finished_questions(records.values()) == {question}:
                 lines.update(records)
                 finished.add(question)

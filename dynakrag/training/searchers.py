@@ -4,6 +4,7 @@ setting) or one index over a pooled corpus (the open setting)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from dynakrag.data.datasets import QAExample
@@ -53,19 +54,45 @@ def distractor_searcher_factory(
 
 
 def collection_searcher_factory(
-    retriever: str, corpus: Sequence[Passage] | None = None
+    retriever: str, corpus: Sequence[Passage] | None = None, *, index_root: Path | None = None
 ) -> Callable[[QAExample], Searcher]:
     """The searcher factory of a collection, in one process or on a worker.
 
     Without ``corpus`` (the distractor setting) each question searches its own passages
     (:func:`distractor_searcher_factory`). With it (the open setting) every question searches
     one index over the pooled ``corpus``, built when the first question asks for it, so a
-    resumed collection with nothing left to do indexes nothing.
+    resumed collection with nothing left to do indexes nothing. With ``index_root`` (a cache
+    folder) the pool's dense index is kept there and loaded by the next run over the same
+    pool (:func:`~dynakrag.routing.factory.pool_index_dir`) instead of embedded again.
     """
+    from dynakrag.routing.factory import build_searcher, needs_embeddings, pool_index_dir
+
     factory = distractor_searcher_factory(retriever)
     if corpus is None:
         return factory
-    pooled = QAExample(
+    pool = list(corpus)
+    built: list[Searcher] = []
+
+    def pooled_searcher(example: QAExample) -> Searcher:
+        if not built:
+            if index_root is None or not needs_embeddings(retriever):
+                built.append(factory(_pooled_example(pool)))
+            else:
+                from dynakrag.retrieval.embeddings import default_embeddings
+
+                embeddings = default_embeddings()
+                index_dir = pool_index_dir(index_root, "collect", pool, embeddings)
+                built.append(
+                    build_searcher(retriever, pool, embeddings=embeddings, index_dir=index_dir)
+                )
+        return built[0]
+
+    return pooled_searcher
+
+
+def _pooled_example(corpus: Sequence[Passage]) -> QAExample:
+    """The pooled corpus as one example whose passages every question searches."""
+    return QAExample(
         id="open",
         question="",
         answers=(),
@@ -75,11 +102,3 @@ def collection_searcher_factory(
         row=-1,
         split="train",
     )
-    built: list[Searcher] = []
-
-    def pooled_searcher(example: QAExample) -> Searcher:
-        if not built:
-            built.append(factory(pooled))
-        return built[0]
-
-    return pooled_searcher

@@ -22,6 +22,7 @@ import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dynakrag.configuration import Configuration
@@ -93,7 +94,10 @@ def collect_question(
     from dynakrag.training.searchers import collection_searcher_factory
 
     factory = worker_cached(  # as ``dynakrag collect`` builds it in one process
-        (job.run_id, "searchers"), lambda: collection_searcher_factory(job.cfg.retriever, corpus)
+        (job.run_id, "searchers"),
+        lambda: collection_searcher_factory(
+            job.cfg.retriever, corpus, index_root=Path(job.cfg.cache_dir)
+        ),
     )
     llm = worker_cached((job.run_id, "llm"), lambda: _llm(job))
     records = list(

@@ -15,6 +15,7 @@ from dynakrag import cli
 from dynakrag.cli import ask as ask_command
 from dynakrag.cli.parser import build_parser
 from dynakrag.configuration import Configuration
+from dynakrag.data.datasets import QAExample
 from dynakrag.data.demo import demo_passages
 from dynakrag.data.demo_corpus import DemoCorpus, generate_demo_corpus
 from dynakrag.errors import ConfigurationError, UserInputError
@@ -24,7 +25,7 @@ from dynakrag.retrieval.dense import DenseIndex
 from dynakrag.retrieval.hybrid import HybridRetriever
 from dynakrag.retrieval.lexical import BM25Index
 from dynakrag.retrieval.passage import Passage
-from dynakrag.routing.factory import RETRIEVERS, build_searcher, needs_embeddings
+from dynakrag.routing.factory import RETRIEVERS, build_searcher, needs_embeddings, pool_index_dir
 from dynakrag.routing.retriever import (
     TIER_NAMES,
     RoutedSearcher,
@@ -166,3 +167,34 @@ def test_ask_over_a_corpus_uses_the_configured_retriever(
     assert isinstance(built[0], RoutedSearcher) and built[0].log.decisions
     out = capsys.readouterr().out
     assert "Answer:" in out or "No answer:" in out
+
+
+def test_a_collections_pool_index_is_kept_and_loaded_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dynakrag.retrieval import embeddings as embeddings_module
+    from dynakrag.training.searchers import collection_searcher_factory
+
+    embeddings = HashedWords()
+    monkeypatch.setattr(embeddings_module, "default_embeddings", lambda: embeddings)
+    example = QAExample(
+        id="q",
+        question="",
+        answers=(),
+        support=(),
+        passages=(),
+        dataset="t",
+        row=0,
+        split="train",
+    )
+    first = collection_searcher_factory("dense", CORPUS, index_root=tmp_path)(example)
+    assert embeddings.calls == len(CORPUS)
+    assert [p.name for p in (tmp_path / "eval-indexes").iterdir()] == [
+        pool_index_dir(tmp_path, "collect", CORPUS, embeddings).name
+    ]
+    again = collection_searcher_factory("dense", CORPUS, index_root=tmp_path)(example)
+    assert embeddings.calls == len(CORPUS)  # the next run loads the pool, embeds nothing
+    assert again.search("Oslo", 1)[0][0].id == first.search("Oslo", 1)[0][0].id == "oslo"
+    other = [*CORPUS[:-1]]  # another pool: another index
+    collection_searcher_factory("dense", other, index_root=tmp_path)(example)
+    assert embeddings.calls == 2 * len(CORPUS) - 1
