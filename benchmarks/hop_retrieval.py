@@ -53,6 +53,8 @@ class GoldHop:
     passage: str
     answer: str = ""
     text: str = ""
+    bridges: tuple[str, ...] = ()
+    """Earlier hops' answers written into ``text`` (the entity a later hop goes on from)."""
 
 
 def musique_hops(example: Any) -> list[GoldHop]:
@@ -73,7 +75,12 @@ def musique_hops(example: Any) -> list[GoldHop]:
             "",
         )
         query = " ".join(resolved.replace(">>", " ").split())
-        hops.append(GoldHop(example.id, position, query, entity, passage, answer, resolved))
+        bridges = tuple(
+            answers[int(m) - 1] for m in _REFERENCE.findall(text) if 0 < int(m) <= len(answers)
+        )
+        hops.append(
+            GoldHop(example.id, position, query, entity, passage, answer, resolved, bridges)
+        )
         answers.append(answer)
     return hops
 
@@ -83,7 +90,10 @@ def wiki_hops(example: Any) -> list[GoldHop]:
     question's own paragraph titled with the subject."""
     by_title = {p.title: p.id for p in example.passages if p.id in set(example.support)}
     hops = []
+    values: list[str] = []
     for position, (subject, relation, value) in enumerate(example.meta.get("evidences") or ()):
+        bridges = (subject,) if subject in values else ()
+        values.append(value)
         if subject in by_title:
             hops.append(
                 GoldHop(
@@ -94,6 +104,7 @@ def wiki_hops(example: Any) -> list[GoldHop]:
                     by_title[subject],
                     value,
                     f"{subject} >> {relation}",
+                    bridges,
                 )
             )
     return hops

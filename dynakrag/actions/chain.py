@@ -246,6 +246,30 @@ def hop_entities(hops: Sequence[Hop], index: int) -> list[str]:
     return [POSSESSIVE.sub("", entity) for entity in names_in(hop_text(hops, index))]
 
 
+def bridge_answers(hops: Sequence[Hop], index: int) -> list[str]:
+    """The earlier hops' answers that hop ``index`` goes on from (its ``#k``, resolved)."""
+    return [
+        hops[number - 1]["answer"] or ""
+        for number in map(int, REFERENCE.findall(hops[index]["question"]))
+        if 1 <= number <= index and hops[number - 1]["answer"]
+    ]
+
+
+def names_a_bridge(doc: Document, bridges: Sequence[str]) -> bool:
+    """Whether a passage names one of ``bridges`` (title or text), also by a shorter form: the
+    name before a comma or a bracket ("Wilmington" for "Wilmington, Delaware"), a name of
+    several words by its last word ("Mancini" for Henry Mancini)."""
+    text = f"{doc.get('title', '')}\n{doc.get('text', '')}"
+    return any(mentions(text, form) for bridge in bridges for form in _short_forms(bridge))
+
+
+def _short_forms(name: str) -> set[str]:
+    head = re.split(r"\s*[,(]", name, maxsplit=1)[0].strip()
+    words = head.split()
+    last = words[-1] if len(words) > 1 and words[-1][:1].isupper() else ""
+    return {form for form in (name, head, last) if form}
+
+
 def names_in(text: str) -> list[str]:
     """The entities ``text`` names, leaving out bare numbers."""
     return [entity for entity in question_entities(text) if not entity.replace(",", "").isdigit()]
@@ -387,10 +411,17 @@ def _ask(
 
 
 def judge_answer(
-    answer: str, hops: Sequence[Hop], index: int, question: str, docs: Sequence[Document]
+    answer: str,
+    hops: Sequence[Hop],
+    index: int,
+    question: str,
+    docs: Sequence[Document],
+    *,
+    bridge_named: bool = True,
 ) -> tuple[Statement | None, str, str | None]:
     """Whether ``answer`` stands for hop ``index``: (the statement, why, an entity of another
-    class to extend the hop through)."""
+    class to extend the hop through). ``bridge_named``: a hop that goes on from an earlier
+    answer stands only on a passage that names that answer (off: measured without it)."""
     hop = hops[index]
     text = hop_text(hops, index)
     if not kind_fits(answer, hop["expects"]):
@@ -419,16 +450,19 @@ def judge_answer(
         if found is None:
             return None, "no passage about the hop's entity", None
         return Statement(str(found.get("id", "")), ""), "yes/no over its entity's passages", None
-    statement = find_statement(answer, hop_entities(hops, index), docs) or _stated_in_its_own(
-        answer, text, hop_entities(hops, index), docs
+    names = hop_entities(hops, index)
+    bridges = [] if hop["via"] or not bridge_named else bridge_answers(hops, index)
+    # "What did #1 win a Tony for?": a Tony winner's passage that never names #1 states
+    # nothing about #1, so only passages naming an earlier answer the hop goes on from count.
+    naming = [doc for doc in docs if names_a_bridge(doc, bridges)] if bridges else docs
+    statement = find_statement(answer, names, naming) or _stated_in_its_own(
+        answer, text, names, naming
     )
     if statement is None:
-        return (
-            None,
-            f"no sentence states {answer!r} about {', '.join(hop_entities(hops, index)) or 'it'}",
-            None,
-        )
-    unstated = _shared_but_not_stated(answer, text, hop_entities(hops, index), docs)
+        if bridges and find_statement(answer, names, docs) is not None:
+            return None, f"{answer!r} is stated in a passage that does not name {bridges[0]}", None
+        return None, f"no sentence states {answer!r} about {', '.join(names) or 'it'}", None
+    unstated = _shared_but_not_stated(answer, text, names, docs)
     if unstated is not None:
         return None, f"{answer!r} is asked of both; no sentence states it about {unstated}", None
     if repeats_a_given_name(whole_name(answer, statement.sentence), text, question):
