@@ -34,7 +34,6 @@ from dynakrag.choices import (
 from dynakrag.entity_classes import CLASS_HEADS, PERSON_NOUNS, RELATION_NOUNS
 from dynakrag.errors import UserInputError
 from dynakrag.llm.client import LLMClient, Usage
-from dynakrag.syntax import described_things
 from dynakrag.values import Ordering, comparison_asked
 
 __all__ = [
@@ -376,24 +375,6 @@ def _contact_clause(text: str) -> re.Match[str] | None:
     return found
 
 
-def _append_split(out: list[str], question: str) -> None:
-    """Append ``question`` to ``out`` cut into its facts (a described thing may itself be
-    described: "the person who founded the company that makes X"), its ``#k`` renumbered
-    after those already in ``out``; its last part stands for the whole."""
-    offset = len(out)
-
-    def renumber(match: re.Match[str]) -> str:
-        number = int(match.group(1))
-        return f"#{number - _OUTER}" if number > _OUTER else f"#{number + offset}"
-
-    # References already in ``question`` count in ``out``'s numbering: kept out of the way.
-    shifted = REFERENCE.sub(lambda m: f"#{int(m.group(1)) + _OUTER}", question)
-    out.extend(REFERENCE.sub(renumber, part) for part in split_facts([shifted]))
-
-
-_OUTER = 1000
-
-
 def split_facts(sub_questions: Sequence[str]) -> list[str]:
     """Sub-questions with each one that joins two facts (:func:`joins_facts`) cut in two,
     innermost fact first: a thing described by a clause becomes its own question ("Who founded
@@ -428,24 +409,14 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
                 last = chained[-1]
                 out.append(f"What is the {last.group(1)} of {last.group(2)}?")
                 text = f"{text[: last.start()]}#{len(out)}{text[last.end() :]}"
-            elif (
-                relative is not None
-                and (told := _clause_and_tail(text[: relative.start()], relative.group(3)))[1]
-                is not None
-            ):
-                noun, word, _ = relative.groups()
-                clause, tail = told
+            elif relative is not None:
+                noun, word, clause = relative.groups()
+                clause, tail = _clause_and_tail(text[: relative.start()], clause)
+                if tail is None:
+                    break  # where the clause ends is not told by a rule
                 described = " ".join(part for part in (noun, word, clause.strip()) if part)
-                _append_split(out, f"What is the {described}?")
+                out.append(f"What is the {described}?")
                 text = f"{text[: relative.start()]}#{len(out)}{tail}?"
-            elif (parsed := _parsed_clause(text)) is not None:
-                # Where the clause ends is not told by a rule: the parse tells it ("What part
-                # of the state where X is set are the badlands?").
-                start, end, noun = parsed
-                described = text[start:end]
-                asks = "Who" if noun in PERSON_NOUNS else "What"
-                _append_split(out, f"{asks} is {described[0].lower()}{described[1:]}?")
-                text = f"{text[:start]}#{len(out)}{text[end:]}"
             else:
                 break
             if not text.rstrip().endswith(("?", ".", "!")):
@@ -453,88 +424,6 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
         out.append(text)
         final_of[number] = len(out)
     return out
-
-
-_DETERMINED = re.compile(r"(?:the|a|an|this|that|these|those)\s", re.IGNORECASE)
-_INVERTED_BE = re.compile(r"\b(?:is|was|are|were)\b", re.IGNORECASE)
-_TIME_NOUNS = frozenset("time times year years day days date month period era century".split())
-"""Nouns a "when" question asks for itself ("When was the last time the Olympics were held
-in #1?"): a clause describing one is the question, not a fact to cut."""
-_WEIGHED = re.compile(r"\b(?:or|than|whether|between)\b", re.IGNORECASE)
-_NAMING = re.compile(r"(?:named|called|titled|entitled)\s+[A-Z\"'“‘]")
-_ASKING_WHICH = re.compile(
-    r"(?:which|what)\s+(?!(?:the|a|an|his|her|its|their|is|was|are|were|has|had|have|did|does|"
-    r"do|can|could|would|will|he|she|it|they|we|you|i)\b)[a-z]",
-    re.IGNORECASE,
-)
-"""A clause opened by "which"/"what" and a noun asks ("..., which cyclone had a film"); the
-relative word is followed by a determiner, a verb or a name ("which the Tekeze turns into")."""
-_NAME_OF = re.compile(
-    r"^\s*(?:(?:what|which)\s+(?:is|was|are|were)|what['’]s|name|give)\s+the\s+names?\s+of\s+$",
-    re.IGNORECASE,
-)
-_TITLE_GOES_ON = re.compile(r"[^\s,;:?.)]|,\s*[A-Z]")
-"""Right after a phrase: a title or a place that goes on ("Peter Pan Live!", "Kingston,
-Jamaica")."""
-
-
-def _unbalanced(phrase: str) -> bool:
-    """Whether a phrase opens a bracket it does not close ("... League (NFL")."""
-    return phrase.count("(") != phrase.count(")")
-
-
-_CLAUSE_GOES_ON = re.compile(r"\s*(?:,\s*\d|(?:and|or|but)\b)", re.IGNORECASE)
-"""After a phrase: a coordinated clause ("whose campus is in X and whose ...") or a date's
-year ("in June, 2011"): the phrase is cut short there."""
-
-
-def _parsed_clause(text: str) -> tuple[int, int, str] | None:
-    """The innermost thing described by a clause that the parse finds (start, end, noun;
-    :func:`~dynakrag.syntax.described_things`) and that is a fact of its own: a determined
-    phrase ("the/a ..."), not the thing the question asks for, its clause naming something and
-    asking nothing, not inside quotes, not cut short, words left around it; none in a question
-    that weighs things ("older, A or B?", "than"). After "did"/"does" the phrase ends before
-    the first base-form verb after the clause's own ("When did the person who ended the empire
-    | die?"); after an inverted "was"/"is" a participle that ends it is the question's ("...
-    the firm where Ada works | born?"), and a participle right after the noun is the
-    question's own verb ("When was the clock built in #1?")."""
-    if _WEIGHED.search(text) or offered_options(text):
-        return None
-    quoted = quoted_mask(text)
-    for thing in reversed(described_things(text)):
-        before = text[: thing.start]
-        if not _DETERMINED.match(text, thing.start) or _ASKED_FIRST.match(before):
-            continue
-        if _NAME_OF.match(before):
-            continue  # "What is the name of the man who ...": the man is what is asked
-        if thing.noun.lower() in _TIME_NOUNS and re.match(r"\s*when\b", text, re.I):
-            continue
-        end = thing.end
-        inverted_be = bool(_INVERTED_BE.search(before))
-        if _DO_SUPPORT.search(before) and thing.verb_ends:
-            end = thing.verb_ends[0]
-        elif inverted_be and thing.participle_end is not None:
-            end = thing.participle_end
-        elif inverted_be and thing.opens_with_participle:
-            continue  # "When was the clock built in #1?": the participle is the question's
-        end = len(text[:end].rstrip(" ,;:"))
-        clause = text[thing.clause_start : end]
-        words = clause.split()
-        if not words or _unbalanced(text[thing.start : end]) or _TITLE_GOES_ON.match(text, end):
-            continue
-        if _AUXILIARY.fullmatch(words[-1]):
-            continue  # "the school where Ada studied is (located)": the parse ran on
-        if _WH_WORD.search(clause, len(words[0])) or _ASKING_WHICH.match(clause):
-            continue  # "a war that Italy entered when": the clause holds the asked part
-        if _NAMING.match(clause) or not any(_NAMES_SOMETHING.match(word) for word in words[1:]):
-            continue  # "a character named Ada" is named; "a film made about it" names nothing
-        if any(quoted[thing.start : end]) or text[end:].lstrip()[:1] in QUOTES:
-            continue  # a quoted title is not cut, nor the phrase before one
-        if _CLAUSE_GOES_ON.match(text, end):
-            continue
-        if re.search(r"[A-Za-z]{2}", before + text[end:]):
-            return thing.start, end, thing.noun
-    return None
 
 
 _WH_WORD = re.compile(r"\b(?:what|which|who|whom|whose|where|when|how)\b", re.IGNORECASE)
@@ -644,9 +533,7 @@ def joins_facts(sub_question: str) -> bool:
         return True
     if _contact_clause(sub_question) is not None:
         return True
-    if any(_cuttable_of(sub_question, phrase) for phrase in _LAST_OF.finditer(sub_question)):
-        return True
-    return _parsed_clause(sub_question) is not None
+    return any(_cuttable_of(sub_question, phrase) for phrase in _LAST_OF.finditer(sub_question))
 
 
 _CLAUSE_WORD = re.compile(r"\b(?:who|whom|whose|which|that|where|when|what|whether)\b", re.I)
