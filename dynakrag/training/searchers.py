@@ -67,7 +67,7 @@ def collection_searcher_factory(
     """
     from dynakrag.routing.factory import build_searcher, needs_embeddings, pool_index_dir
 
-    factory = distractor_searcher_factory(retriever)
+    factory = distractor_searcher_factory(retriever)  # checks the retriever's name now
     if corpus is None:
         return factory
     pool = list(corpus)
@@ -75,30 +75,16 @@ def collection_searcher_factory(
 
     def pooled_searcher(example: QAExample) -> Searcher:
         if not built:
-            if index_root is None or not needs_embeddings(retriever):
-                built.append(factory(_pooled_example(pool)))
-            else:
+            embeddings, index_dir = None, None
+            if needs_embeddings(retriever):
                 from dynakrag.retrieval.embeddings import default_embeddings
 
                 embeddings = default_embeddings()
-                index_dir = pool_index_dir(index_root, "collect", pool, embeddings)
-                built.append(
-                    build_searcher(retriever, pool, embeddings=embeddings, index_dir=index_dir)
-                )
+                if index_root is not None:
+                    index_dir = pool_index_dir(index_root, "collect", pool, embeddings)
+            built.append(
+                build_searcher(retriever, pool, embeddings=embeddings, index_dir=index_dir)
+            )
         return built[0]
 
     return pooled_searcher
-
-
-def _pooled_example(corpus: Sequence[Passage]) -> QAExample:
-    """The pooled corpus as one example whose passages every question searches."""
-    return QAExample(
-        id="open",
-        question="",
-        answers=(),
-        support=(),
-        passages=tuple(corpus),
-        dataset="open",
-        row=-1,
-        split="train",
-    )
