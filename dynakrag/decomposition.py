@@ -395,9 +395,12 @@ def split_facts(sub_questions: Sequence[str]) -> list[str]:
             possessive = _POSSESSIVE_CHAIN.search(text) or _possessive_fact(text)
             if possessive is not None:  # "Ada's mother's spouse": the mother first
                 owner, noun = possessive.group(1), possessive.group(2)
+                start = possessive.start()
+                if text[:start].endswith("the "):  # "the Liberal Party's leader": its "the"
+                    owner, start = f"the {owner}", start - 4
                 asks = "Who" if noun.split()[-1] in PERSON_NOUNS else "What"
                 out.append(f"{asks} is {owner}'s {noun}?")
-                text = f"{text[: possessive.start()]}#{len(out)}{text[possessive.end(2) :]}"
+                text = f"{text[:start]}#{len(out)}{text[possessive.end(2) :]}"
                 continue
             relative = _clause_to_cut(text)
             chained = [found for found in _LAST_OF.finditer(text) if _cuttable_of(text, found)]
@@ -500,7 +503,12 @@ _POSSESSIVE_CHAIN = re.compile(rf"(#\d+|\b{NAME})['’]s\s+([a-z]+(?:\s+[a-z]+)?
 """Two chained possessives ("Ada Voss's mother's spouse"): the first is a fact of its own."""
 
 
-_POSSESSIVE_THING = re.compile(rf"(#\d+|\b{NAME})['’]s\s+([a-z]+)\b(?!['’])")
+_ORDER_WORDS = "first|second|third|last|current|former|original|founding|late"
+_POSSESSIVE_THING = re.compile(
+    rf"(#\d+|\b{NAME})['’]s\s+((?:(?:[a-z]+-[a-z]+|[a-z]+est|{_ORDER_WORDS})\s+)?[a-z]+)\b(?!['’])"
+)
+"""A name's thing, the noun perhaps after one word that singles it out ("Ada's company",
+"the Liberal Party's longest-serving leader", "Ada's eldest son", "Zeta's first president")."""
 _ASKS_THE_POSSESSIVE = re.compile(r"^\s*(?:what|who|which)\s+(?:is|was|are|were)\s+$", re.I)
 
 
@@ -510,7 +518,7 @@ def _possessive_fact(text: str) -> re.Match[str] | None:
     the thing the question asks for ("Who is Ada's father?"), and not one named beside it
     ("Ada's band Zeta")."""
     for found in _POSSESSIVE_THING.finditer(text):
-        noun, after = found.group(2), text[found.end() :]
+        noun, after = found.group(2).split()[-1], text[found.end() :]
         if noun not in RELATION_NOUNS and noun not in CLASS_HEADS:
             continue
         if re.match(r"\s+[A-Z]", after):

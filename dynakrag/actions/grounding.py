@@ -105,17 +105,18 @@ REASONS: dict[str, str] = {
 
 # Function words of several languages (question words included): a token among them carries
 # no content of its own. Lower-case, accents folded (see _fold).
-_STOP_WORDS = frozenset(
-    # English
+_ENGLISH_STOP_WORDS = frozenset(
     "a an the of in on at to for by with from and or but not no nor is was were are be been "
     "being am do does did done has have had having can could will would shall should may might "
     "must which who whom whose what where when why how that this these those there here it its "
     "he she they them his her their our we us you your i me my mine as if than then so such "
     "into onto about over under after before during since out up down off per via also any all "
     "both each either neither some many much more most less few other same own only just very "
-    "please tell give name list find show say print"
+    "please tell give name list find show say print".split()
+)
+_STOP_WORDS = _ENGLISH_STOP_WORDS | frozenset(
     # German
-    " der die das den dem des ein eine einen einem einer eines und oder aber nicht kein keine "
+    "der die das den dem des ein eine einen einem einer eines und oder aber nicht kein keine "
     "ist war waren sind sein bin bist hat haben hatte wird wurde werden kann konnte wer was "
     "wen wem wessen wo wann warum wie welche welcher welches welchen im ins am zum zur vom von "
     "mit bei fur aus auf uber unter nach vor zu als ob dass es er sie wir ihr ich du zuerst "
@@ -236,8 +237,22 @@ def question_entities(question: str) -> list[str]:
             bool(word)
             and word[0].isupper()
             and _CAPITALISED_WORD.match(word) is not None
-            and _fold(word) not in _STOP_WORDS
+            and (_fold(word) not in _STOP_WORDS or foreign_word_of_a_name(position, word))
             and (position > 0 or opens_with_a_name(word))
+        )
+
+    def foreign_word_of_a_name(position: int, word: str) -> bool:
+        # Another language's function word capitalised inside a name is the name's ("Korean
+        # War", "Los Angeles", "Van Morrison"); an English one never is, nor a first word.
+        if position == 0 or _fold(word) in _ENGLISH_STOP_WORDS:
+            return False
+        if run:
+            return True
+        following = words[position + 1].strip(_WORD_EDGES) if position + 1 < len(words) else ""
+        return (
+            following[:1].isupper()
+            and _CAPITALISED_WORD.match(following) is not None
+            and _fold(following) not in _STOP_WORDS
         )
 
     def in_a_date(position: int, word: str) -> bool:

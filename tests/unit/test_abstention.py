@@ -298,6 +298,19 @@ def test_question_entities_are_names_quotes_and_numbers_in_any_language() -> Non
         "Walk the Line",
     ]
     assert question_entities("Who ran the firm in 1950?") == ["1950"]
+
+
+def test_another_languages_function_word_inside_a_name_is_the_names() -> None:
+    # "war" is German for "was", "los" Spanish for "the": capitalised inside a name, the name's.
+    assert question_entities("When did the stalemate happen in the Korean War?") == ["Korean War"]
+    assert question_entities("Which band was formed in Los Angeles?") == ["Los Angeles"]
+    assert question_entities("Where is Van Hook Township?") == ["Van Hook Township"]
+    # an English function word never is, and a German question's own "war" stays a verb
+    assert question_entities("Was Ada Voss born in Rynford?") == ["Ada Voss", "Rynford"]
+    assert question_entities("Wer war zuerst geboren, Goethe oder Schiller?") == [
+        "Goethe",
+        "Schiller",
+    ]
     assert question_entities("Quién fundó Kestrel Labs?") == ["Kestrel Labs"]
     # An initial's dot ends no name.
     assert question_entities("What do E. B. White and Dan Masterson have in common?") == [

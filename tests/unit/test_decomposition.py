@@ -90,6 +90,19 @@ def test_resolve_references_fills_known_answers_only() -> None:
         ("Who is Ada Voss's father?", ["Who is Ada Voss's father?"]),  # asked itself
         ("Which album did Ada's band Zeta record?", ["Which album did Ada's band Zeta record?"]),
         ("What did Ada Voss's dog eat?", ["What did Ada Voss's dog eat?"]),  # no relation noun
+        (  # one word singling the relation out, and the name's "the"
+            "What event caused the Zeta Party of Norland's longest-serving leader to resign?",
+            [
+                "Who is the Zeta Party of Norland's longest-serving leader?",
+                "What event caused #1 to resign?",
+            ],
+        ),
+        (
+            "Where was Ada Voss's eldest son born?",
+            ["Who is Ada Voss's eldest son?", "Where was #1 born?"],
+        ),
+        ("Who is Ada Voss's eldest son?", ["Who is Ada Voss's eldest son?"]),  # asked itself
+        ("What did Ada Voss's fastest dog eat?", ["What did Ada Voss's fastest dog eat?"]),
     ],
 )
 def test_a_thing_named_by_a_possessive_inside_a_relation_is_its_own_hop(
