@@ -44,6 +44,11 @@ def matches(answer: str, gold: str) -> bool:
     return bool(answer) and f1_score(answer, gold) >= MATCH
 
 
+def journal_hops(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The planned hops a run's record journals (none without a chain)."""
+    return (record.get("details") or {}).get("hops") or []
+
+
 def hop_cause(position: int, hop: dict[str, Any], gold: GoldHop) -> str | None:
     """The cause at this hop, or None when its answer matches the gold one."""
     if hop.get("status") == "resolved" and matches(str(hop.get("answer", "")), gold.answer):
@@ -64,7 +69,7 @@ def hop_cause(position: int, hop: dict[str, Any], gold: GoldHop) -> str | None:
 
 def question_cause(record: dict[str, Any], gold: Sequence[GoldHop]) -> tuple[str, str]:
     """(plan note, cause) of one missed question."""
-    hops = (record.get("details") or {}).get("hops") or []
+    hops = journal_hops(record)
     plan = "" if len(hops) == len(gold) else f"plan: {len(hops)} hops for {len(gold)}"
     if not hops:
         return plan, "no plan"
@@ -92,7 +97,7 @@ def analyse(run: dict[str, Any], dataset: str, split: str) -> dict[str, Any]:
         plan, cause = question_cause(record, gold)
         causes[cause] += 1
         plans[plan or "plan: gold hop count"] += 1
-        hops = (record.get("details") or {}).get("hops") or []
+        hops = journal_hops(record)
         rows.append(
             {
                 "id": record["id"],

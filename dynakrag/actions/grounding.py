@@ -246,14 +246,7 @@ def question_entities(question: str) -> list[str]:
         # War", "Los Angeles", "Van Morrison"); an English one never is, nor a first word.
         if position == 0 or _fold(word) in _ENGLISH_STOP_WORDS:
             return False
-        if run:
-            return True
-        following = words[position + 1].strip(_WORD_EDGES) if position + 1 < len(words) else ""
-        return (
-            following[:1].isupper()
-            and _CAPITALISED_WORD.match(following) is not None
-            and _fold(following) not in _STOP_WORDS
-        )
+        return bool(run) or (position + 1 < len(words) and capitalised(position + 1))
 
     def in_a_date(position: int, word: str) -> bool:
         # "born on October 22, 1930", "22 October 1930": the month is a date's, not a name.
