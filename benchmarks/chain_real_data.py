@@ -56,6 +56,7 @@ METHODS = (
     "chain",
     "chain-read",
     "chain-read-hybrid",
+    "learned",
     "naive-gold",
     "chain-read-gold",
 )
@@ -65,10 +66,16 @@ LABELS = {
     "chain": "graph, chain, incomplete_chain=abstain",
     "chain-read": "graph, chain, incomplete_chain=read",
     "chain-read-hybrid": "graph, chain, read, hybrid retriever",
+    "learned": "graph, chain, read, learned policy (the shipped forest)",
     "naive-gold": "naive over the gold paragraphs only (reading's upper bound)",
     "chain-read-gold": "graph, chain, read, over the gold paragraphs only",
 }
-PAIRS = (("chain-read", "before"), ("chain-read", "naive"), ("chain-read-hybrid", "chain-read"))
+PAIRS = (
+    ("chain-read", "before"),
+    ("chain-read", "naive"),
+    ("chain-read-hybrid", "chain-read"),
+    ("learned", "chain-read"),
+)
 """Methods compared question by question (paired bootstrap of the F1 difference)."""
 HOP_ID = re.compile(r"^(\d)hop")
 

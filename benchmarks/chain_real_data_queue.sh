@@ -10,7 +10,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PY:-$REPO/.venv/bin/python}
 export DYNAKRAG_DATA_DIR=${DYNAKRAG_DATA_DIR:-$REPO/../shared/data}
 mkdir -p "$RUNS"
-METHODS=${METHODS:-chain chain-read naive before}  # also: chain-read-hybrid naive-gold chain-read-gold
+METHODS=${METHODS:-chain chain-read naive before}  # also: chain-read-hybrid learned naive-gold chain-read-gold
 ev() {  # directory, extra environment, dataset, method, name[, setting]
   (cd "$1" && env PYTHONPATH="$1" $2 "$PY" -m dynakrag.cli eval --dataset "$3" --split eval \
     --setting "${6:-open}" --limit 60 --method "$4" --out "$RUNS/$5.json")
@@ -25,6 +25,7 @@ for ds in "$@"; do
       chain) ev "$REPO" "$CHAIN DYNAKRAG_INCOMPLETE_CHAIN=abstain" "$ds" dynakrag "$ds-chain" ;;
       chain-read) ev "$REPO" "$READ" "$ds" dynakrag "$ds-chain-read" ;;
       chain-read-hybrid) ev "$REPO" "$READ DYNAKRAG_RETRIEVER=hybrid" "$ds" dynakrag "$ds-$m" ;;
+      learned) ev "$REPO" "$READ DYNAKRAG_POLICY=learned" "$ds" dynakrag "$ds-$m" ;;
       chain-read-gold) ev "$REPO" "$READ" "$ds" dynakrag "$ds-$m" gold ;;
       naive) ev "$REPO" "" "$ds" naive "$ds-naive" ;;
       naive-gold) ev "$REPO" "" "$ds" naive "$ds-$m" gold ;;
