@@ -66,7 +66,7 @@ LABELS = {
     "chain": "graph, chain, incomplete_chain=abstain",
     "chain-read": "graph, chain, incomplete_chain=read",
     "chain-read-hybrid": "graph, chain, read, hybrid retriever",
-    "learned": "graph, chain, read, learned policy (the shipped forest)",
+    "learned": "graph, chain, read, --policy learned (the forest of the run's commit)",
     "naive-gold": "naive over the gold paragraphs only (reading's upper bound)",
     "chain-read-gold": "graph, chain, read, over the gold paragraphs only",
 }
