@@ -67,10 +67,8 @@ POLICY_SAMPLE := 200
 POLICY_DEMO_SAMPLE := 100
 POLICY_FILE := dynakrag/policy/models/default_policy.npz
 POLICY_RECORDS := dynakrag/policy/models/default_policy.records.jsonl.gz
-# Partial records of a collection still growing (committed packed, docs/collection.md).
-POLICY_PARTIAL := benchmarks/results/collection-partial/default-policy.records.jsonl.gz
 POLICY_COLLECT := --split train --labels recall --rollouts 1 --seed 13 \
-  --resume-from $(POLICY_RECORDS) $(POLICY_PARTIAL)
+  --resume-from $(POLICY_RECORDS)
 default-policy: setup
 	mkdir -p $(POLICY_RUNS)
 	for dataset in $(POLICY_SETS); do \
