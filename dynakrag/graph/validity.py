@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dynakrag.actions.bridge_entities import pending_bridge_entities
-from dynakrag.actions.chain import chain_complete, hop_to_close
+from dynakrag.actions.chain import chain_complete, chain_failed, hop_to_close
 from dynakrag.actions.grounding import has_answerable_content
 from dynakrag.configuration import Configuration
 from dynakrag.policy.token_budget import BUDGET_RULE, BudgetStatus, TokenCosts, budget_status
@@ -150,6 +150,25 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+CHAIN_READS_FIRST = "chain_reads_new_evidence_first"
+CHAIN_READS_FIRST_DESCRIPTION = (
+    "With a chain still to finish (sub_question_answering='chain'), evidence added since the "
+    "last check is read by sufficiency_check before the run compresses or answers: the check "
+    "is what resolves a hop, so stopping there answers without the hop its search found. "
+    "Applies only while sufficiency_check may run."
+)
+
+
+def _unread_chain_evidence(state: State, cfg: Configuration) -> bool:
+    """A chain run whose chain is unfinished holds evidence no check has read yet."""
+    if cfg.sub_question_answering != "chain":
+        return False
+    hops = state.get("hops") or []
+    if chain_complete(hops) or chain_failed(hops):
+        return False
+    return len(state.get("evidence", [])) > state.get("evidence_count_at_check", -1)
+
+
 def invalid_reasons(
     state: State, cfg: Configuration, costs: TokenCosts | None = None
 ) -> dict[str, str]:
@@ -170,6 +189,9 @@ def _blocking_rules(
     if budget is not None:
         for action in sorted(budget.blocked, key=ACTIONS.index):
             reasons.setdefault(action, BUDGET_RULE)
+    if "sufficiency_check" not in reasons and _unread_chain_evidence(state, cfg):
+        for action in ("compress_answer_evidence", "stop_answer"):
+            reasons.setdefault(action, CHAIN_READS_FIRST)
     if not _answered(state) and len(reasons) == len(ACTIONS):
         reasons.pop("stop_answer")  # the termination guarantee below overrides every rule
     return reasons
