@@ -31,7 +31,9 @@ def decide(state: State, policy: Policy, cfg: Configuration) -> Decision:
         cfg = cfg.merged({"cost_lambda": cost_lambda})
     costs = calibration.costs if calibration is not None else None
     budget = budget_status(state, cfg, costs)
-    actions, reasons = action_set(state, cfg, budget)
+    # An ablated action (WithoutActions.removed) is one the chain rule cannot wait for.
+    withheld = frozenset(getattr(policy, "removed", frozenset()))
+    actions, reasons = action_set(state, cfg, budget, withheld)
     scores, choice = policy.rank(state, actions, cfg)
     if choice not in actions:
         # The validity layer is a hard constraint: a policy cannot override it.

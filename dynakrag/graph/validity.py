@@ -178,9 +178,13 @@ def invalid_reasons(
 
 
 def _blocking_rules(
-    state: State, cfg: Configuration, budget: BudgetStatus | None
+    state: State,
+    cfg: Configuration,
+    budget: BudgetStatus | None,
+    withheld: frozenset[str] = frozenset(),
 ) -> dict[str, str]:
-    """:func:`invalid_reasons` with the token budget already computed."""
+    """:func:`invalid_reasons` with the token budget already computed; ``withheld``: actions
+    the policy never takes (an ablation), which the chain rule cannot wait for."""
     reasons: dict[str, str] = {}
     for rule in RULES:
         if rule.blocks(state, cfg):
@@ -189,7 +193,8 @@ def _blocking_rules(
     if budget is not None:
         for action in sorted(budget.blocked, key=ACTIONS.index):
             reasons.setdefault(action, BUDGET_RULE)
-    if "sufficiency_check" not in reasons and _unread_chain_evidence(state, cfg):
+    check_can_run = "sufficiency_check" not in reasons and "sufficiency_check" not in withheld
+    if check_can_run and _unread_chain_evidence(state, cfg):
         for action in ("compress_answer_evidence", "stop_answer"):
             reasons.setdefault(action, CHAIN_READS_FIRST)
     if not _answered(state) and len(reasons) == len(ACTIONS):
@@ -206,10 +211,14 @@ def actions_left(state: State, reasons: Mapping[str, str]) -> list[str]:
 
 
 def action_set(
-    state: State, cfg: Configuration, budget: BudgetStatus | None
+    state: State,
+    cfg: Configuration,
+    budget: BudgetStatus | None,
+    withheld: frozenset[str] = frozenset(),
 ) -> tuple[list[str], dict[str, str]]:
-    """A(s) and, for each other action, the rule that blocks it (the controller's one call)."""
-    reasons = _blocking_rules(state, cfg, budget)
+    """A(s) and, for each other action, the rule that blocks it (the controller's one call;
+    ``withheld`` as in :func:`_blocking_rules`)."""
+    reasons = _blocking_rules(state, cfg, budget, withheld)
     return actions_left(state, reasons), reasons
 
 
