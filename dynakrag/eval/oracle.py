@@ -24,7 +24,7 @@ from dynakrag.eval.metrics import state_support_recall
 from dynakrag.graph.replay import step
 from dynakrag.graph.validity import valid_actions
 from dynakrag.policy.base import ACTION_COSTS, Policy
-from dynakrag.state import ACTIONS, TERMINAL_ACTIONS, State
+from dynakrag.state import ACQUISITION_ACTIONS, ACTIONS, TERMINAL_ACTIONS, State
 
 __all__ = ["OraclePolicy"]
 
@@ -92,7 +92,7 @@ class OraclePolicy(Policy):
 
         key = (self._key(state), action)
         if key not in self._children:
-            after = step(state, action, self.resources, cfg)
+            after = step(state, action, self.resources, cfg, withheld=self.without)
             self.lookahead_steps += 1
             self.lookahead_llm_calls += int(after.get("llm_calls", 0)) - int(
                 state.get("llm_calls", 0)
@@ -100,9 +100,13 @@ class OraclePolicy(Policy):
             self._children[key] = after
         return self._children[key]
 
-    def _allowed(self, state: State, cfg: Configuration) -> list[str]:
+    @property
+    def withheld(self) -> frozenset[str]:  # type: ignore[override]
+        return self.without
 
-        return [a for a in valid_actions(state, cfg) if a not in self.without]
+    def _allowed(self, state: State, cfg: Configuration) -> list[str]:
+        valid = valid_actions(state, cfg, withheld=self.without)
+        return [a for a in valid if a not in self.without]
 
     def _reach(self, state: State, cfg: Configuration, depth: int) -> float:
         """Best SR of ``state`` or of a state ``depth`` or fewer non-terminal actions on."""
@@ -146,9 +150,15 @@ class OraclePolicy(Policy):
             if terminal in top:
                 return terminal
 
-        def preference(action: str) -> tuple[float, float, int]:
+        # When nothing can raise SR but no terminal action is valid yet (a chain reads its new
+        # evidence first), a step that adds no evidence leads to the end; another search
+        # would only add more evidence to read.
+        stuck = best <= self.support_recall(state) + _EPS
+
+        def preference(action: str) -> tuple[float, bool, float, int]:
             immediate = self.support_recall(self._after(state, action, cfg))
-            return (-immediate, ACTION_COSTS.get(action, 0.0), ACTIONS.index(action))
+            acquires = stuck and action in ACQUISITION_ACTIONS
+            return (-immediate, acquires, ACTION_COSTS.get(action, 0.0), ACTIONS.index(action))
 
         return min(top, key=preference)
 

@@ -31,8 +31,9 @@ def decide(state: State, policy: Policy, cfg: Configuration) -> Decision:
         cfg = cfg.merged({"cost_lambda": cost_lambda})
     costs = calibration.costs if calibration is not None else None
     budget = budget_status(state, cfg, costs)
-    # An ablated action (WithoutActions.removed) is one the chain rule cannot wait for.
-    withheld = frozenset(getattr(policy, "removed", frozenset()))
+    # An action the policy never takes (an ablation) is one the chain rule cannot wait for;
+    # getattr: a duck-typed policy need not subclass Policy.
+    withheld = frozenset(getattr(policy, "withheld", frozenset()))
     actions, reasons = action_set(state, cfg, budget, withheld)
     scores, choice = policy.rank(state, actions, cfg)
     if choice not in actions:

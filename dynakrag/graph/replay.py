@@ -23,7 +23,7 @@ graph's final state exactly. Inputs are never mutated.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
@@ -34,7 +34,7 @@ from dynakrag.configuration import Configuration
 from dynakrag.graph.builder import build_graph
 from dynakrag.graph.controller import decide
 from dynakrag.graph.nodes import FIXED_EDGES, fixed_successor, prepared_state
-from dynakrag.graph.validity import valid_actions
+from dynakrag.graph.validity import actions_left, invalid_reasons
 from dynakrag.policy.base import Policy
 from dynakrag.state import ACTIONS, ADDITIVE_FIELDS, Decision, State
 
@@ -47,12 +47,16 @@ def initial_state(question: str, cfg: Configuration) -> State:
 
 
 class _Forced(Policy):
-    """Scores like ``inner`` (zeros without one) but always chooses ``action``."""
+    """Scores like ``inner`` (zeros without one) but always chooses ``action``; withholds
+    what ``inner`` withholds, and ``withheld``."""
 
-    def __init__(self, inner: Policy | None, action: str) -> None:
+    def __init__(
+        self, inner: Policy | None, action: str, withheld: frozenset[str] = frozenset()
+    ) -> None:
         self.inner = inner
         self.action = action
         self.name = inner.name if inner is not None else "replay"
+        self.withheld = withheld | (inner.withheld if inner is not None else frozenset())
 
     def value(self, state: State, actions: Sequence[str], cfg: Configuration) -> dict[str, float]:
         if self.inner is None:
@@ -71,16 +75,24 @@ class _Forced(Policy):
 
 
 def decision_update(
-    state: State, action: str, cfg: Configuration, policy: Policy | None = None
+    state: State,
+    action: str,
+    cfg: Configuration,
+    policy: Policy | None = None,
+    withheld: frozenset[str] = frozenset(),
 ) -> Decision:
     """What the controller writes when it chooses ``action`` (ValueError if it is not valid).
 
-    ``policy`` only provides the recorded ``policy_scores`` (zeros without one).
+    ``policy`` only provides the recorded ``policy_scores`` (zeros without one); A(s) is that
+    of a policy withholding ``withheld`` (and what ``policy`` withholds).
     """
-    valid = valid_actions(state, cfg)
+    forced = _Forced(policy, action, withheld)
+    reasons = invalid_reasons(state, cfg, withheld=forced.withheld)
+    valid = actions_left(state, reasons)
     if action not in valid:
-        raise ValueError(f"action {action!r} is not valid here (valid: {valid})")
-    return decide(state, _Forced(policy, action), cfg)
+        why = f"blocked by {reasons[action]}; " if action in reasons else ""
+        raise ValueError(f"action {action!r} is not valid here ({why}valid: {valid})")
+    return decide(state, forced, cfg)
 
 
 _PAUSES = ("controller", *FIXED_EDGES.values())
@@ -92,14 +104,21 @@ class Branches:
     action run from any of them (see the module docstring).
 
     ``policy`` only provides the recorded ``policy_scores`` of the forced decisions (zeros
-    without one); the graph's controller never chooses here.
+    without one); the graph's controller never chooses here. ``withheld``: actions the
+    branches' policy never takes (an ablation; see :attr:`Policy.withheld`).
     """
 
     def __init__(
-        self, resources: Resources, cfg: Configuration, *, policy: Policy | None = None
+        self,
+        resources: Resources,
+        cfg: Configuration,
+        *,
+        policy: Policy | None = None,
+        withheld: Iterable[str] = (),
     ) -> None:
         self.cfg = cfg
         self.policy = policy
+        self.withheld = frozenset(withheld)
         self.graph = build_graph(
             resources.searcher,
             llm=resources.llm,
@@ -126,7 +145,7 @@ class Branches:
         at = self._checkpoint(state)
         forced = fixed_successor(state)
         if forced is None:
-            decision = decision_update(state, action, self.cfg, self.policy)
+            decision = decision_update(state, action, self.cfg, self.policy, self.withheld)
             at = self.graph.update_state(
                 at, Command(goto=action, update=decision), as_node="controller"
             )
@@ -176,10 +195,11 @@ def step(
     cfg: Configuration,
     *,
     policy: Policy | None = None,
+    withheld: Iterable[str] = (),
 ) -> State:
     """The state after the controller chooses ``action`` and its node runs (one
     :class:`Branches` step)."""
-    return Branches(resources, cfg, policy=policy).step(state, action)
+    return Branches(resources, cfg, policy=policy, withheld=withheld).step(state, action)
 
 
 def replay(

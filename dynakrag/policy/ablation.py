@@ -26,6 +26,10 @@ class WithoutActions(Policy):
             raise ValueError(f"unknown actions: {', '.join(sorted(unknown))}")
         self.name = f"{inner.name} without {', '.join(sorted(self.removed))}"
 
+    @property
+    def withheld(self) -> frozenset[str]:  # type: ignore[override]
+        return self.removed
+
     def allowed(self, actions: Sequence[str]) -> list[str]:
         """The valid actions this policy may choose from."""
         kept = [a for a in actions if a not in self.removed]

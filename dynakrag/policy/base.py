@@ -44,6 +44,10 @@ class Policy(ABC):
     """
 
     name: str = "policy"
+    withheld: frozenset[str] = frozenset()
+    """Actions this policy never takes (an ablation): a validity rule that makes the run wait
+    for one of them (``chain_reads_new_evidence_first`` waits for sufficiency_check) does not
+    apply, so the run can still end."""
 
     @abstractmethod
     def value(self, state: State, actions: Sequence[str], cfg: Configuration) -> dict[str, float]:

@@ -18,7 +18,10 @@ is exceeded by that answer.
 action would send (:mod:`dynakrag.prompts`, over the evidence window it would see) and counts
 ``CHARS_PER_TOKEN`` characters a token, so a corpus with long passages is priced as such. The
 run's own counters then correct that count (:func:`run_correction`: actual / estimated prompt
-tokens of the model calls this question has made, e.g. a denser tokenizer). The completion part
+tokens of the model calls this question has made, e.g. a denser tokenizer); an action that
+has called the model before is corrected by its own calls, any other never below its own
+estimate (a correction under 1 measured on one kind of call does not shrink another's price).
+The completion part
 cannot be read off the prompt: it comes from the policy's cost table (:class:`TokenCosts`: mean
 completion tokens per action, and the prompt correction to start a run with, both measured on
 train rows by ``dynakrag calibrate``), else the call's full completion budget. Each decision
@@ -350,14 +353,17 @@ def budget_status(
     if cfg.token_budget is None:
         return None
     costs = costs or TokenCosts()
-    correction = run_correction(list(state.get("trace") or []), costs.prompt_scale)
+    trace = list(state.get("trace") or [])
+    correction = run_correction(trace, costs.prompt_scale)
+    records = trace_token_records(trace)
     spent = int(state.get("prompt_tokens", 0) or 0) + int(state.get("completion_tokens", 0) or 0)
 
     def expected(action: str, own: TokenEstimate) -> float:
-        # The answer is never priced below its own estimate: a correction measured on other
-        # calls (a chain's hop sees fewer passages than priced) must not shrink the one call
-        # a run cannot skip.
-        scale = max(correction, 1.0) if action == "stop_answer" else correction
+        # A correction below 1 shrinks only the price of the kind of call it was measured on:
+        # a chain's check sees fewer passages than priced, the rewrite or the answer after it
+        # need not, and pricing them below their own estimate let a run pass its budget.
+        ratio = _prompt_ratio([r for r in records if r.action == action])
+        scale = max(correction, 1.0) if ratio is None else _clamped(ratio, CORRECTION_RANGE)
         return scale * own.prompt + costs.completion_of(action, own)
 
     price = {}

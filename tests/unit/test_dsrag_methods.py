@@ -532,7 +532,10 @@ def test_graph_dics_without_sub_questions_runs_epqd_itself(selector_path: Path) 
     class RetrieveThenCompress(ScriptedPolicy):
         order = ("retrieve_more", "compress_answer_evidence", "stop_answer")
 
-    cfg = config(selector_path, compression="dics", docs_per_action=8)
+    # Joint answering: with a chain, the run would have to check before it compresses, and the
+    # check's decomposition would hand DICS its sub-questions.
+    cfg = config(selector_path, compression="dics", docs_per_action=8,
+                 sub_question_answering="joint")  # fmt: skip
     graph = build_graph(
         KeywordSearcher(CORPUS),
         ScriptedChatModel(respond=reader()),

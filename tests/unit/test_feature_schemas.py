@@ -166,12 +166,13 @@ def test_a_policy_file_computes_the_schema_it_was_trained_with(
         LearnedPolicy.load(tmp_path / "bad.npz")
 
 
-def test_the_shipped_policy_is_schema_1_and_keeps_its_columns() -> None:
+def test_the_shipped_policy_is_the_current_schema_and_keeps_its_columns() -> None:
+    # Refitted on the chain collection (session 22): it reads the chain's hop features.
     shipped = resolve_policy("learned")
     assert isinstance(shipped, LearnedPolicy)
-    assert shipped.feature_version == 1
-    assert shipped.value_model.n_features == len(FEATURE_SCHEMAS[1].names)
-    assert shipped.continuation_model.n_features == FEATURE_SCHEMAS[1].n_state
+    assert shipped.feature_version == FEATURE_SCHEMA_VERSION == 3
+    assert shipped.value_model.n_features == len(FEATURE_SCHEMAS[3].names)
+    assert shipped.continuation_model.n_features == FEATURE_SCHEMAS[3].n_state
 
 
 def test_schema_3_describes_the_chain_and_keeps_version_2_as_it_was() -> None:

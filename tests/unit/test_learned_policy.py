@@ -58,7 +58,9 @@ def states() -> dict[str, Any]:
         KeywordSearcher(demo_passages(corpus)),
         LLMClient(demo_chat_model({q.question: q.answer})),
     )
-    cfg = Configuration(max_steps=2)
+    # Joint answering: a chain run reads new evidence before it may stop
+    # (chain_reads_new_evidence_first), and these tests need stop_answer valid after a search.
+    cfg = Configuration(max_steps=2, sub_question_answering="joint")
     early = replay(q.question, ["retrieve_more"], resources, cfg)
     spent = replay(q.question, ["retrieve_more", "retrieve_more"], resources, cfg)
     return {"early": early, "spent": spent, "cfg": cfg}

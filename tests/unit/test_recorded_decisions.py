@@ -4,7 +4,8 @@ The record (``tests/data/recorded_decisions.json``) was written by ``python -m t
 before the package was reshaped; a change that moves code must not change a decision. When the
 chain became the default it was written again: the joint runs' steps and answers as before,
 their settings named (the joint check at the paper's budget), and runs of the default
-configuration (the chain) added.
+configuration (the chain) added. When the forest was refitted on the chain collection's 600
+questions (session 22) the policy's steps were written again; the selector's are unchanged.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from dynakrag.configuration import Configuration
 from dynakrag.graph.validity import (
     CHAIN_READS_FIRST,
     MAX_REWRITES,
+    MAX_UNREAD_SEARCHES,
     RULES,
     Rule,
     invalid_reasons,
@@ -378,6 +379,29 @@ def test_a_chain_reads_new_evidence_before_it_answers() -> None:
     failed = [dict(hop) for hop in hops]
     failed[0].update(status="failed")
     assert "stop_answer" not in invalid_reasons(rich_state(hops=failed), CHAIN)
+
+
+def test_a_chain_reads_after_two_searches_in_a_row() -> None:
+    """Unread searches pile up passages no hop has read (the chain forest made up to 10 in a
+    row, answering no better): after MAX_UNREAD_SEARCHES the check comes next."""
+    from dynakrag.actions.chain import plan_hops
+
+    hops = plan_hops(["Who founded Kestrel Labs?", "Where was #1 born?"])
+
+    def after(*actions: str) -> State:
+        return rich_state(hops=hops, trace=[{"action": a} for a in actions])
+
+    assert MAX_UNREAD_SEARCHES == 2
+    assert "retrieve_more" in valid_actions(after("retrieve_more"), CHAIN)
+    two = after("retrieve_more", "bridge_entity_expand")
+    assert valid_actions(two, CHAIN) == ["sufficiency_check"]
+    assert invalid_reasons(two, CHAIN)["gap_query"] == CHAIN_READS_FIRST
+    # a check in between resets the count; the joint check is free of the rule
+    read_then_two = after("retrieve_more", "sufficiency_check", "gap_query", "rewrite_query")
+    assert valid_actions(read_then_two, CHAIN) == ["sufficiency_check"]
+    once = after("retrieve_more", "retrieve_more", "sufficiency_check", "gap_query")
+    assert "retrieve_more" in valid_actions(once, CHAIN)
+    assert "retrieve_more" in valid_actions(two, CFG)
 
 
 def test_the_chain_rule_gives_way_when_no_check_can_run() -> None:

@@ -86,14 +86,18 @@ def test_replay_command_prints_both_traces(
     argv = ["replay", "run-1", "--step", "1", "--action", "stop_answer", "--log", str(logged)]
     assert main(argv) != 0  # only retrieve_more is valid before any evidence
     assert "step 1: action 'stop_answer' is not valid" in capsys.readouterr().err
-    argv[3] = "2"
+    argv[3] = "2"  # a chain reads its new evidence before it may answer
+    assert main(argv) != 0
+    assert "blocked by chain_reads_new_evidence_first" in capsys.readouterr().err
+    argv[5] = "rewrite_query"
     assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["step", "logged", "what", "if"]
     assert out[1].split() == ["1", "retrieve_more", "retrieve_more"]
     second = out[2].split()
-    assert second[-2:] == ["stop_answer", "*"]
-    assert len(out) == 2 + len(actions(read_transitions(logged, "run-1")[-1].next_state))
+    assert second[-2:] == ["rewrite_query", "*"] and second[1] != "rewrite_query"
+    # One row per step of the longer run (the what-if one may go on past the logged end).
+    assert len(out) >= 2 + len(actions(read_transitions(logged, "run-1")[-1].next_state))
     assert len("compress_answer_evidence") < replay_command.COLUMN
 
 
