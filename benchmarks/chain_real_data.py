@@ -75,6 +75,7 @@ PAIRS = (
     ("chain-read", "naive"),
     ("chain-read-hybrid", "chain-read"),
     ("learned", "chain-read"),
+    ("learned", "naive"),
 )
 """Methods compared question by question (paired bootstrap of the F1 difference)."""
 HOP_ID = re.compile(r"^(\d)hop")

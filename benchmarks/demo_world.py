@@ -65,10 +65,31 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
     return name, overrides
 
 
+def per_template(questions: list[Any], n: int | None) -> list[Any]:
+    """The first ``n`` questions of each template, in the world's order (all with None)."""
+    if n is None:
+        return questions
+    seen: dict[str, int] = {}
+    kept = []
+    for question in questions:
+        template = question.id.rsplit("-", 1)[0]
+        seen[template] = seen.get(template, 0) + 1
+        if seen[template] <= n:
+            kept.append(question)
+    return kept
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", nargs="+", default=["default"])
     parser.add_argument("--limit", type=int, default=None, help="the first N questions only")
+    parser.add_argument(
+        "--per-template",
+        type=int,
+        default=None,
+        help="the first N questions of each template (q-<template>-NN) of each world: a sample "
+        "of every kind that a later run with a larger N extends from the journals",
+    )
     parser.add_argument("--policy", default=None, help="the graph's policy (default: configured)")
     parser.add_argument(
         "--world-seeds",
@@ -95,7 +116,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     seeds = args.world_seeds or [DEMO_SEED]
     worlds = {seed: generate_demo_corpus(seed) for seed in seeds}
-    questions_of = {seed: list(world.questions)[: args.limit] for seed, world in worlds.items()}
+    questions_of = {
+        seed: per_template(list(world.questions), args.per_template)[: args.limit]
+        for seed, world in worlds.items()
+    }
     base = Configuration.from_env()
     chat_model = None
     if args.fake_llm:

@@ -33,3 +33,17 @@ def test_demo_world_runs_variants_over_worlds_and_journals_the_chain(
         assert "where" not in record["question"] or "works?" not in record["question"]
     markdown = (tmp_path / "t.md").read_text()
     assert "| chain | all | 4 |" in markdown
+
+
+def test_per_template_samples_every_template_and_extends_in_order() -> None:
+    from dynakrag.data.demo_corpus import generate_demo_corpus
+
+    questions = list(generate_demo_corpus(7).questions)
+    with benchmark_module("demo_world") as demo_world:
+        two = demo_world.per_template(questions, 2)
+        three = demo_world.per_template(questions, 3)
+        assert demo_world.per_template(questions, None) == questions
+    templates = {q.id.rsplit("-", 1)[0] for q in questions}
+    assert len(two) == 2 * len(templates) and {q.id.rsplit("-", 1)[0] for q in two} == templates
+    assert {q.kind for q in two} == {q.kind for q in questions}
+    assert set(two) < set(three)  # a larger N keeps the journalled questions
