@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 from langchain_core.messages import BaseMessage
 
+from dynakrag.configuration import Configuration
 from dynakrag.llm.fake import ScriptedChatModel
 from tests.benchmark_scripts import benchmark_module
 from tests.markers import needs_data
@@ -61,7 +62,8 @@ def test_token_budget_benchmark_keeps_budgets_and_resumes(
     data = json.loads((out / "tb.json").read_text(encoding="utf-8"))
     rows = data["rows"]
     labels = [r["label"] for r in rows if r["dataset"] == "2wiki"]
-    assert labels == ["heuristic", "learned λ=0", "learned λ=1", "budget 900", "budget 1500"]
+    default = Configuration.from_env().policy  # the "default" run is the configured policy
+    assert labels == [default, "learned λ=0", "learned λ=1", "budget 900", "budget 1500"]
     assert {r["dataset"] for r in rows} == {"2wiki", "all"}
     for row in rows:
         assert row["n"] == 3 and row["tokens"] > 0 and row["f1"] is not None
@@ -92,7 +94,8 @@ def test_token_budget_progress_lines(
             "--out-dir", str(tmp_path)]  # fmt: skip
     assert token_budget.main(argv) == 0
     err = capsys.readouterr().err
-    assert "[token-budget] 1/3 2wiki-heuristic:" in err and "ETA" in err
+    default = Configuration.from_env().policy
+    assert f"[token-budget] 1/3 2wiki-{default}:" in err and "ETA" in err
     assert "[calibrate] 2wiki/train" in err
 
 

@@ -129,7 +129,7 @@ def test_every_trace_entry_says_why(corpus: DemoCorpus) -> None:
 
 
 def test_hand_written_policies_explain_without_contributions(corpus: DemoCorpus) -> None:
-    final = _graph(corpus).invoke({"question": corpus.questions[0].question})
+    final = _graph(corpus, policy="heuristic").invoke({"question": corpus.questions[0].question})
     explanation = final["trace"][1]["explanation"]
     assert explanation["policy"] == "heuristic" and "values" not in explanation
     lines = describe(explanation)

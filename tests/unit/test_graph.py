@@ -146,7 +146,11 @@ def test_two_hop_question_ends_with_the_answer_and_both_gold_documents(
     assert q.hops == 2
     cfg = joint_configuration()
     graph = graph_for(
-        corpus, {q.question: q.answer}, {q.question: name_hops(corpus, q)}, configuration=cfg
+        corpus,
+        {q.question: q.answer},
+        {q.question: name_hops(corpus, q)},
+        configuration=cfg,
+        policy="heuristic",  # the steps asserted below are the heuristic's
     )
     final = graph.invoke({"question": q.question})
     assert final["answer"] == q.answer
@@ -290,7 +294,9 @@ def test_control_characters_are_stripped(corpus: DemoCorpus) -> None:
 def test_uniform_policy_is_selectable_by_configuration(corpus: DemoCorpus) -> None:
     q = question(corpus, "q-hq-00")
     graph = graph_for(corpus)
-    heuristic = graph.invoke({"question": q.question}, {"configurable": {"max_steps": 1}})
+    heuristic = graph.invoke(
+        {"question": q.question}, {"configurable": {"max_steps": 1, "policy": "heuristic"}}
+    )
     uniform = graph.invoke(
         {"question": q.question}, {"configurable": {"max_steps": 1, "policy": "uniform"}}
     )

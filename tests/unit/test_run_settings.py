@@ -109,7 +109,7 @@ def test_environment_variables_are_read_by_name(monkeypatch: pytest.MonkeyPatch)
         5,
         None,
     )
-    assert cfg.cache_dir == Path("/tmp/dynakrag-cache") and cfg.policy == "heuristic"
+    assert cfg.cache_dir == Path("/tmp/dynakrag-cache") and cfg.policy == Configuration().policy
     assert type(cfg) is Configuration
     # What the environment and the caller set counts as chosen; the rest are defaults.
     assert "max_steps" in cfg.model_fields_set and "policy" not in cfg.model_fields_set

@@ -37,7 +37,8 @@ def chat_model() -> Any:
 def logged(tmp_path: Path) -> Path:
     log = tmp_path / "runs.sqlite"
     with trajectory_log(log) as saver:
-        graph = build_graph(searcher(), chat_model(), checkpointer=saver)
+        # The heuristic: the what-if runs below go on with it, so the logged run must too.
+        graph = build_graph(searcher(), chat_model(), checkpointer=saver, policy="heuristic")
         graph.invoke({"question": QUESTION.question}, {"configurable": {"thread_id": "run-1"}})
     return log
 

@@ -69,8 +69,10 @@ def fake_llm() -> LLMClient:
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_env: None, no_models: None):
     """The corpus file, with the commands' generator replaced by the fake and BM25 retrieval;
-    the joint check at the paper's budget (``tests.joint``), whose prompt the fake answers."""
+    the joint check at the paper's budget (``tests.joint``), whose prompt the fake answers, and
+    the heuristic, whose steps there these tests know (the shipped forest learned the chain)."""
     monkeypatch.setenv("DYNAKRAG_RETRIEVER", "bm25")
+    monkeypatch.setenv("DYNAKRAG_POLICY", "heuristic")
     for name, value in JOINT_ENV.items():
         monkeypatch.setenv(name, value)
     for module in (ask_command, train_command, collect_command):
