@@ -329,8 +329,10 @@ def read_jsonl(
 def write_arrays(path: PathLike, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
     """Write ``arrays`` and ``meta`` (JSON) as one ``.npz``, atomically and reproducibly.
 
-    The archive is what ``np.savez`` writes (an uncompressed zip of ``.npy`` files, readable
-    by ``np.load``) but with fixed timestamps and sorted entries, and object arrays refused.
+    The archive is what ``np.savez_compressed`` writes (a deflated zip of ``.npy`` files,
+    readable by ``np.load``) but with fixed timestamps and sorted entries, and object arrays
+    refused. Deflate, because a forest's arrays shrink about 5x (the shipped policy: 16.7 to
+    3.3 MB), and zlib at its default level writes the same bytes for the same arrays.
     """
     entries = dict(arrays)
     if META_KEY in entries:
@@ -343,7 +345,7 @@ def write_arrays(path: PathLike, arrays: Mapping[str, np.ndarray], meta: Mapping
     with atomic_writer(path) as handle, zipfile.ZipFile(handle, "w", allowZip64=True) as zf:
         for name in sorted(entries):
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_TIME)
-            info.compress_type = zipfile.ZIP_STORED
+            info.compress_type = zipfile.ZIP_DEFLATED
             with zf.open(info, "w", force_zip64=True) as member:
                 np.lib.format.write_array(
                     member, np.ascontiguousarray(entries[name]), allow_pickle=False
