@@ -157,13 +157,11 @@ its bridge expansion be read together; the chain forest, free of it, made up to 
 never made 2)."""
 
 CHAIN_READS_FIRST = "chain_reads_new_evidence_first"
-CHAIN_READS_FIRST_DESCRIPTION = (
-    "With a chain still to finish (sub_question_answering='chain'), evidence added since the "
-    "last check is read by sufficiency_check before the run compresses or answers, and before "
-    f"a search beyond {MAX_UNREAD_SEARCHES} in a row: the check is what resolves a hop, so "
-    "stopping there answers without the hop its search found, and searching on only piles up "
-    "passages no hop has read. Applies only while sufficiency_check may run."
-)
+"""With a chain still to finish (sub_question_answering='chain'), evidence added since the
+last check is read by sufficiency_check before the run compresses or answers, and before a
+search beyond MAX_UNREAD_SEARCHES in a row: the check is what resolves a hop, so stopping there
+answers without the hop its search found, and searching on only piles up passages no hop has
+read. Applies only while sufficiency_check may run (and the policy does not withhold it)."""
 
 
 def _chain_to_finish(state: State, cfg: Configuration) -> bool:
