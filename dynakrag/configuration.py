@@ -89,7 +89,7 @@ class RunSettings(BaseModel):
 
     # --- control -----------------------------------------------------------------------------
     policy: str = Field(
-        default="heuristic",
+        default="learned",
         description="Controller policy: 'heuristic', 'learned' (the shipped trained policy), "
         "'uniform', 'fixed' (a hand-written schedule) or a trained policy file.",
     )

@@ -32,8 +32,9 @@ After the answer is written (:func:`check_answer`)
       one short generator call (:func:`dynakrag.prompts.verify_messages`) may confirm it; an
       answer with no token in the evidence (a memorised name) is rejected without a call.
 
-The passages the answer rests on are its *citations*: the passages that state it (or, for
-yes/no, mention the compared entities) and the passages that state the sub-answers the chain
+The passages the answer rests on are its *citations*: the passages that state it (those of
+them that share a word of the question besides the answer, when any does; or, for yes/no, the
+passages that mention the compared entities) and the passages that state the sub-answers the chain
 went through. They are computed, not asked of the model, so they cost no tokens.
 """
 
@@ -585,6 +586,23 @@ def _entity_passages(question: str, evidence: Sequence[Mapping[str, Any]]) -> li
     return ids
 
 
+def _about_the_question(
+    ids: list[str], question: str, answer: str, evidence: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Of the passages that state ``answer``, those that also share a word of the question
+    beyond the answer: "Velford" is stated by the company page ("its headquarters is in
+    Velford") and by a person born there; only the first is about "the headquarters" asked.
+    All of ``ids`` when none is (the question's words may be paraphrased)."""
+    asked = set(content_tokens(question)) - set(content_tokens(answer))
+    wanted = set(ids)
+    about = [
+        str(doc.get("id", ""))
+        for doc, tokens in zip(evidence, _passage_token_sets(evidence), strict=True)
+        if str(doc.get("id", "")) in wanted and asked & tokens
+    ]
+    return about or ids
+
+
 def _merge(*groups: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(i for group in groups for i in group if i))
 
@@ -617,7 +635,8 @@ def check_answer(
         return AbstentionVerdict(False, citations=cited, grounding="yes_no")
     ids, how = _stating(answer, evidence)
     if ids:
-        return AbstentionVerdict(False, citations=_merge(ids, chain), grounding=how)
+        cited = _about_the_question(ids, question, answer, evidence)
+        return AbstentionVerdict(False, citations=_merge(cited, chain), grounding=how)
     partly = _partly_stated(answer, evidence)
     if partly and llm is not None:
         cited = [doc for doc in evidence if str(doc.get("id", "")) in set(partly)]

@@ -14,6 +14,21 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130
 
 
+def policy_help(*extra: str) -> str:
+    """``--policy``'s help: the policies every command takes, ``extra`` ones, and the default
+    (read from the configuration, so the help cannot go stale when it changes)."""
+    choices = [
+        "heuristic (hand-written)",
+        "learned (the shipped trained policy)",
+        "uniform (random valid action)",
+        "fixed (hand-written schedule)",
+        *extra,
+        "or a trained policy file (.npz)",
+    ]
+    default = Configuration.model_fields["policy"].default
+    return f"{', '.join(choices)}; default: {default}"
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line (exit 2)."""
 
@@ -75,11 +90,7 @@ def add_worker_options(parser: argparse.ArgumentParser) -> None:
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of the commands that answer questions with the graph (demo, ask)."""
     parser.add_argument("--max-steps", type=positive_int, help="control steps before answering")
-    parser.add_argument(
-        "--policy",
-        help="heuristic (default), learned (the shipped trained policy), uniform, fixed or a "
-        "trained policy file (.npz)",
-    )
+    parser.add_argument("--policy", help=policy_help())
     add_llm_option(parser)
     add_token_budget_option(parser)
     parser.add_argument("--quiet", action="store_true", help="print only the answer")

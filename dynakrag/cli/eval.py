@@ -1,9 +1,10 @@
 """``dynakrag eval``: run one method over a benchmark split and write JSON, markdown and plots.
 
 Controller comparisons are one method, ``dynakrag``, with a different ``--policy``:
-``heuristic`` (default), ``uniform`` (random among valid actions), ``fixed`` (hand-written
-schedule), ``oracle`` (gold-aware look-ahead: an upper bound that reads the gold support, for
-evaluation only) or a trained policy file. ``--ablate sufficiency|compression|continuation``
+``learned`` (the default: the shipped forest), ``heuristic`` (hand-written), ``uniform``
+(random among valid actions), ``fixed`` (hand-written schedule), ``oracle`` (gold-aware
+look-ahead: an upper bound that reads the gold support, for evaluation only) or a trained
+policy file. ``--ablate sufficiency|compression|continuation``
 (repeatable) switches parts of the method off (see
 :data:`dynakrag.eval.methods.dynakrag.ABLATIONS`). ``--workers N`` / ``--scheduler ADDRESS``
 answer the questions on Dask workers (:mod:`dynakrag.eval.workers`): the same records, and a
@@ -27,6 +28,7 @@ from dynakrag.cli.arguments import (
     add_llm_option,
     add_token_budget_option,
     add_worker_options,
+    policy_help,
     positive_int,
 )
 from dynakrag.cli.runlog import add_log_option
@@ -73,9 +75,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--policy",
         metavar="POLICY",
-        help="dynakrag only: heuristic (default), learned (the shipped trained policy), "
-        "uniform (random valid action), fixed (hand-written schedule), oracle (gold-aware "
-        "upper bound, evaluation only) or a trained policy file (.npz)",
+        help="dynakrag only: " + policy_help("oracle (gold-aware upper bound, evaluation only)"),
     )
     parser.add_argument(
         "--ablate",

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dynakrag.cli.arguments import EXIT_OK, add_llm_option, run_configuration
+from dynakrag.cli.arguments import EXIT_OK, add_llm_option, policy_help, run_configuration
 from dynakrag.errors import UserInputError
 from dynakrag.state import ACTIONS, State
 
@@ -36,9 +36,7 @@ def add_parser(subparsers: Any) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--corpus", type=Path, help="the corpus the run searched (JSONL/folder)")
     source.add_argument("--index", metavar="DIR|URL", help="the index the run searched")
-    parser.add_argument(
-        "--policy", help="the policy that chooses after step K (default: heuristic)"
-    )
+    parser.add_argument("--policy", help="the policy that chooses after step K: " + policy_help())
     parser.add_argument("--max-steps", type=int, help="control steps before answering")
     add_llm_option(parser)
     parser.set_defaults(handler=run_replay, token_budget=None, quiet=False, json=False)

@@ -66,7 +66,7 @@ class OraclePolicy(Policy):
         self.gold = list(gold)
         self.resources = resources
         self.horizon = horizon
-        self.without = frozenset(without)
+        self.withheld = frozenset(without)
         self.lookahead_steps = 0
         self.lookahead_llm_calls = 0
         self._children: dict[tuple[Any, str], State] = {}
@@ -92,7 +92,7 @@ class OraclePolicy(Policy):
 
         key = (self._key(state), action)
         if key not in self._children:
-            after = step(state, action, self.resources, cfg, withheld=self.without)
+            after = step(state, action, self.resources, cfg, withheld=self.withheld)
             self.lookahead_steps += 1
             self.lookahead_llm_calls += int(after.get("llm_calls", 0)) - int(
                 state.get("llm_calls", 0)
@@ -100,13 +100,9 @@ class OraclePolicy(Policy):
             self._children[key] = after
         return self._children[key]
 
-    @property
-    def withheld(self) -> frozenset[str]:  # type: ignore[override]
-        return self.without
-
     def _allowed(self, state: State, cfg: Configuration) -> list[str]:
-        valid = valid_actions(state, cfg, withheld=self.without)
-        return [a for a in valid if a not in self.without]
+        valid = valid_actions(state, cfg, withheld=self.withheld)
+        return [a for a in valid if a not in self.withheld]
 
     def _reach(self, state: State, cfg: Configuration, depth: int) -> float:
         """Best SR of ``state`` or of a state ``depth`` or fewer non-terminal actions on."""
@@ -141,7 +137,7 @@ class OraclePolicy(Policy):
     def pick(
         self, state: State, actions: Sequence[str], scores: Mapping[str, float], cfg: Configuration
     ) -> str:
-        actions = [a for a in actions if a not in self.without] or list(actions)
+        actions = [a for a in actions if a not in self.withheld] or list(actions)
         values = {a: scores[a] for a in actions}  # the values of the allowed actions
         best = max(values.values())
         top = [a for a in actions if values[a] >= best - _EPS]

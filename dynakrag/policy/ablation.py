@@ -20,19 +20,15 @@ class WithoutActions(Policy):
 
     def __init__(self, inner: Policy, removed: Iterable[str]) -> None:
         self.inner = inner
-        self.removed = frozenset(removed)
-        unknown = self.removed - set(ACTIONS)
+        self.withheld = frozenset(removed)
+        unknown = self.withheld - set(ACTIONS)
         if unknown:
             raise ValueError(f"unknown actions: {', '.join(sorted(unknown))}")
-        self.name = f"{inner.name} without {', '.join(sorted(self.removed))}"
-
-    @property
-    def withheld(self) -> frozenset[str]:  # type: ignore[override]
-        return self.removed
+        self.name = f"{inner.name} without {', '.join(sorted(self.withheld))}"
 
     def allowed(self, actions: Sequence[str]) -> list[str]:
         """The valid actions this policy may choose from."""
-        kept = [a for a in actions if a not in self.removed]
+        kept = [a for a in actions if a not in self.withheld]
         return kept or list(actions)
 
     def value(self, state: State, actions: Sequence[str], cfg: Configuration) -> dict[str, float]:

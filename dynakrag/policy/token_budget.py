@@ -251,7 +251,11 @@ def _prompt_ratio(records: Sequence[StepTokens]) -> float | None:
 def run_correction(trace: Sequence[Mapping[str, Any]], prior: float = 1.0) -> float:
     """Actual / estimated prompt tokens of this run's model calls so far (``prior`` before
     any: the policy's measured ratio, or 1.0)."""
-    ratio = _prompt_ratio(trace_token_records(trace))
+    return _correction(trace_token_records(trace), prior)
+
+
+def _correction(records: Sequence[StepTokens], prior: float) -> float:
+    ratio = _prompt_ratio(records)
     return _clamped(prior if ratio is None else ratio, CORRECTION_RANGE)
 
 
@@ -354,8 +358,8 @@ def budget_status(
         return None
     costs = costs or TokenCosts()
     trace = list(state.get("trace") or [])
-    correction = run_correction(trace, costs.prompt_scale)
-    records = trace_token_records(trace)
+    records = trace_token_records(trace)  # read once: for the run's and each action's ratio
+    correction = _correction(records, costs.prompt_scale)
     spent = int(state.get("prompt_tokens", 0) or 0) + int(state.get("completion_tokens", 0) or 0)
 
     def expected(action: str, own: TokenEstimate) -> float:

@@ -32,8 +32,10 @@ def test_the_set_uses_train_rows_and_removes_the_gold_paragraphs() -> None:
 
 @needs_data
 def test_smoke_run_reports_on_and_off_and_resumes(tmp_path: Path) -> None:
+    # The heuristic: its searches land on another company with the same headquarters city,
+    # the case withdrawn below (the forest expands the bridge and reads the right company).
     argv = ["--parts", "set", "--fake-llm", "--retriever", "bm25", "--limit", "2", "--quiet",
-            "--out-dir", str(tmp_path)]  # fmt: skip
+            "--policy", "heuristic", "--out-dir", str(tmp_path)]  # fmt: skip
     with benchmark_module("abstention") as bench:
         assert bench.main(argv) == 0
         result = json.loads((tmp_path / "abstention.json").read_text(encoding="utf-8"))

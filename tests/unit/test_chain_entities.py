@@ -160,7 +160,9 @@ def test_a_reader_stopping_at_the_chains_bridge_does_not_answer() -> None:
     final = graph_for(hop_responder({question: plan}, facts, reads="Ilsa Marr")).invoke(
         {"question": question}
     )
-    assert [hop["status"] for hop in final["hops"]] == ["resolved", "failed"]
+    # The second hop is never stated: failed (the heuristic spends its searches first) or
+    # still open (the forest answers after one); either way no answer stands on the bridge.
+    assert final["hops"][0]["status"] == "resolved" and final["hops"][1]["status"] != "resolved"
     assert final["abstained"] and final["answer"] == ""
     assert "hop 1" in final["abstain_reason"]
 
@@ -248,7 +250,7 @@ def test_a_reader_may_answer_what_a_plan_asked_twice() -> None:
     final = graph_for(hop_responder({question: plan}, facts, reads="Selkthorn Robotics")).invoke(
         {"question": question}
     )
-    assert [hop["status"] for hop in final["hops"]] == ["resolved", "failed"]
+    assert final["hops"][0]["status"] == "resolved" and final["hops"][1]["status"] != "resolved"
     assert not final["abstained"] and final["answer"] == "Selkthorn Robotics"
 
 
@@ -296,7 +298,7 @@ def test_a_reader_may_answer_with_a_hop_that_asked_for_what_the_question_asks() 
     final = graph_for(hop_responder({question: plan}, facts, reads="Selkthorn Robotics")).invoke(
         {"question": question}
     )
-    assert [hop["status"] for hop in final["hops"]] == ["resolved", "failed"]
+    assert final["hops"][0]["status"] == "resolved" and final["hops"][1]["status"] != "resolved"
     assert not final["abstained"] and final["answer"] == "Selkthorn Robotics"
 
 

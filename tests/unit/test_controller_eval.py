@@ -123,7 +123,7 @@ def test_sufficiency_ablation_takes_the_check_out_of_the_valid_set() -> None:
         assert all("sufficiency_check" not in entry["scores"] for entry in final["trace"])
     oracle = DynakragMethod(policy="oracle", ablate=["sufficiency"])
     made = oracle.make_policy(CFG, searcher(), llm(), EXAMPLES[0].gold_sets)
-    assert isinstance(made, OraclePolicy) and made.without == {"sufficiency_check"}
+    assert isinstance(made, OraclePolicy) and made.withheld == {"sufficiency_check"}
 
 
 def test_compression_ablation_passes_the_evidence_through() -> None:
