@@ -10,7 +10,7 @@ one ``dynakrag eval --method dynakrag`` on the first ``--limit`` questions:
     the calibrated policy with ``token_budget`` N for each N in ``--budgets``: λ chosen from its
     calibration curve, and the stop rule (see :mod:`dynakrag.policy.token_budget`).
 ``default``
-    the configured default policy (``heuristic`` unless ``DYNAKRAG_POLICY`` says otherwise)
+    the configured default policy (``learned`` unless ``DYNAKRAG_POLICY`` says otherwise)
     without a budget: the point a user gets without asking.
 
 The calibrated policy is ``--calibrated FILE`` if given, else ``<out-dir>/<name>-policy.npz``,
