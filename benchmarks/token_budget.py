@@ -19,8 +19,10 @@ each dataset (kept: a rerun reuses it). Reported per run: mean and largest token
 completion) per question, how many questions went over the budget, SR, F1, EM, LLM calls and the
 λ the controller used; per dataset the Pareto front of (fewer tokens, higher SR).
 
-Resumable (every finished run is a JSON file under ``<out-dir>/<name>-runs/``; the LLM disk
-cache replays what a killed run had done), with progress lines and an ETA on stderr. Writes
+``--parts`` runs only some of the three kinds (``--parts default budget``: no λ sweep; its λ
+still calibrate). Resumable (every finished run is a JSON file under ``<out-dir>/<name>-runs/``;
+the LLM disk cache replays what a killed run had done), with progress lines and an ETA on
+stderr. Writes
 ``<name>.json``, ``<name>.md`` and ``<name>.png`` under ``--out-dir``
 (``benchmarks/results`` by default).
 
@@ -55,6 +57,8 @@ from dynakrag.policy.registry import DEFAULT_POLICY_FILE  # noqa: E402
 from dynakrag.training.calibrate import DEFAULT_LAMBDAS, calibrate, describe_costs  # noqa: E402
 
 BUDGETS = (800, 1500, 2500)
+PARTS = ("default", "lambda", "budget")
+"""The kinds of run (see the module doc), chosen with ``--parts``."""
 ALL = "all"
 """The pooled row: every question of every dataset."""
 
@@ -64,7 +68,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--datasets", nargs="+", default=list(QA_DATASETS), choices=QA_DATASETS)
     parser.add_argument("--limit", type=int, default=30, help="eval questions per dataset")
     parser.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS))
-    parser.add_argument("--lambdas", nargs="+", type=float, default=list(DEFAULT_LAMBDAS))
+    parser.add_argument(
+        "--lambdas",
+        nargs="+",
+        type=float,
+        default=list(DEFAULT_LAMBDAS),
+        help="the λ of the sweep and of the calibration on train rows",
+    )
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=PARTS,
+        default=list(PARTS),
+        help="which kinds of run (default: all three; the calibration is made first either way)",
+    )
     parser.add_argument("--policy", type=Path, default=DEFAULT_POLICY_FILE, help="learned policy")
     parser.add_argument(
         "--calibrated", type=Path, help="a calibrated policy file (default: calibrate --policy)"
@@ -191,6 +208,7 @@ def main(argv: list[str] | None = None, *, chat_model: BaseChatModel | None = No
         ("budget", f"budget {n}", calibrated, {"cost_lambda": cfg.cost_lambda, "token_budget": n})
         for n in args.budgets
     ]
+    configs = [config for config in configs if config[0] in args.parts]
     store = RunStore(
         args.out_dir / f"{args.name}-runs",
         len(configs) * len(args.datasets),

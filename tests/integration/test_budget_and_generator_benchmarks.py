@@ -84,6 +84,10 @@ def test_token_budget_benchmark_keeps_budgets_and_resumes(
     argv.remove("--fake-llm")
     assert token_budget.main(argv, chat_model=refusing_model()) == 0
     assert json.loads((out / "tb.json").read_text(encoding="utf-8"))["rows"] == rows
+    # --parts keeps only some kinds of run (the λ still calibrate: the same policy file).
+    assert token_budget.main([*argv, "--parts", "budget"], chat_model=refusing_model()) == 0
+    parts = json.loads((out / "tb.json").read_text(encoding="utf-8"))["rows"]
+    assert [r["label"] for r in parts if r["dataset"] == "2wiki"] == ["budget 900", "budget 1500"]
 
 
 def test_token_budget_progress_lines(
