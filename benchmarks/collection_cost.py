@@ -23,7 +23,12 @@ questions, indexed once, not timed) and asks the configured generator with the L
 OFF (``--cache`` to use it), as the issue measures. The embedded server keeps a RAM prompt
 cache, so a prompt seen by an earlier lever is cheaper for a later one: the levers run from
 the cheapest to the most expensive (``--order as-given`` to change that), which can only
-understate the savings. Writes ``<out-dir>/<name>.json`` and ``<name>.md``.
+understate the savings. Each lever's collection of each dataset is one run, stored whole in
+``<out-dir>/<name>-runs/`` when it ends (its row and records): a killed or extended run (more
+``--datasets`` or ``--levers``) computes only the missing ones; a run of other settings
+(``--limit``, ``--setting``, ``--retriever``, seed, epsilon, cache, generator) is another file.
+Progress and an ETA per run go to stderr. Writes ``<out-dir>/<name>.json`` and ``<name>.md``
+(the levers' table over all datasets, then per dataset).
 
     .venv/bin/python benchmarks/collection_cost.py --datasets hotpotqa --limit 3
     .venv/bin/python benchmarks/collection_cost.py --datasets hotpotqa musique --limit 2 --fake
@@ -32,9 +37,9 @@ understate the savings. Writes ``<out-dir>/<name>.json`` and ``<name>.md``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +60,11 @@ from dynakrag.training.searchers import collection_searcher_factory
 
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))  # the shared helpers beside this script, also when imported
+
+from runstore import RunStore  # noqa: E402
+
 RESULTS = _HERE / "results"
 QA_DATASETS = ("hotpotqa", "2wiki", "musique")
 
@@ -67,15 +77,19 @@ class Lever:
     labels: str
     memo: bool
     rollouts: int
+    cost: float
+    """Rough cost against the new defaults (fake model's LLM calls), for the first ETA."""
 
 
 LEVERS: tuple[Lever, ...] = (
-    Lever("old defaults", "answer", memo=False, rollouts=2),
-    Lever("+ recall labels", "recall", memo=False, rollouts=2),
-    Lever("+ sub-query memo", "recall", memo=True, rollouts=2),
-    Lever("+ rollouts 1", "recall", memo=True, rollouts=1),
-    Lever("visited-answer", "visited-answer", memo=True, rollouts=1),
+    Lever("old defaults", "answer", memo=False, rollouts=2, cost=5.0),
+    Lever("+ recall labels", "recall", memo=False, rollouts=2, cost=2.5),
+    Lever("+ sub-query memo", "recall", memo=True, rollouts=2, cost=2.0),
+    Lever("+ rollouts 1", "recall", memo=True, rollouts=1, cost=1.0),
+    Lever("visited-answer", "visited-answer", memo=True, rollouts=1, cost=1.5),
 )
+SECONDS_PER_QUESTION = 28.0
+"""The new defaults' seconds a train question, embedded model, 2 cores (docs/collection.md)."""
 DEFAULT_LEVERS = tuple(lever.name for lever in LEVERS[:4])
 PER_QUESTION = ("seconds", "llm_calls", "prompt_tokens", "completion_tokens", "memo_hits")
 
@@ -118,7 +132,7 @@ def fake_chat_model(examples: Sequence[QAExample]) -> BaseChatModel:
     return demo_chat_model({ex.question: ex.answers[0] if ex.answers else "" for ex in examples})
 
 
-def run_lever(
+def collect_run(
     lever: Lever,
     examples: Sequence[QAExample],
     factories: dict[str, Any],
@@ -126,9 +140,9 @@ def run_lever(
     cfg: Configuration,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """Collect ``examples`` with one lever's settings; its row of the table."""
+    """Collect ``examples`` (one dataset's) with one lever's settings: the report's totals
+    and the records (stored with the run, for the lever's R²)."""
     report = CollectionReport(total=len(examples), stream=sys.stderr)
-    started = time.perf_counter()
     records = list(
         collect(
             examples,
@@ -144,18 +158,32 @@ def run_lever(
             report=report,
         )
     )
+    return {**report.to_dict(), "records_list": records}
+
+
+def lever_row(lever: Lever, runs: Sequence[dict[str, Any]], args: argparse.Namespace) -> dict:
+    """One lever's row over its datasets' runs: totals summed, means per collected question,
+    and the held-out R² of forests fitted on all its records."""
+    questions = sum(run["questions"] for run in runs)
+    totals = {key: sum(run[key] for run in runs) for key in PER_QUESTION}
     row: dict[str, Any] = {
         "lever": lever.name,
         "labels": lever.labels,
         "memo": lever.memo,
         "rollouts": lever.rollouts,
-        "wall_seconds": time.perf_counter() - started,
-        **report.to_dict(),
+        "questions": questions,
+        "records": sum(run["records"] for run in runs),
+        **totals,
+        "per_question": {
+            key: (value / questions if questions else None) for key, value in totals.items()
+        },
+        "left_out": [item for run in runs for item in run["left_out"]],
         "r2_by_action": dict.fromkeys(ACTIONS),
         "r2_overall": None,
         "r2_continuation": None,
         "n_holdout_by_action": dict.fromkeys(ACTIONS, 0),
     }
+    records = [record for run in runs for record in run["records_list"]]
     if len({r["example_id"] for r in records}) >= 2:
         _, fit = fit_policy(
             records,
@@ -174,12 +202,28 @@ def run_lever(
     return row
 
 
+def per_dataset_row(lever: Lever, dataset: str, run: dict[str, Any]) -> dict[str, Any]:
+    """One lever's numbers on one dataset (no R²: a handful of questions)."""
+    return {
+        "lever": lever.name,
+        "dataset": dataset,
+        "questions": run["questions"],
+        "records": run["records"],
+        "per_question": run["per_question"],
+        "left_out": run["left_out"],
+    }
+
+
 def _number(value: float | None, digits: int = 1) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
-def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
-    """The cost table and the R² table."""
+def markdown(
+    rows: Sequence[dict[str, Any]],
+    meta: dict[str, Any],
+    by_dataset: Sequence[dict[str, Any]] = (),
+) -> str:
+    """The cost table, the R² table and the cost per dataset."""
     datasets = ", ".join(meta["datasets"])
     lines = [
         f"# Collection cost per train question ({meta['questions']} questions: first "
@@ -209,6 +253,21 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
         cells = [_number(row["r2_by_action"].get(a), 2) for a in ACTIONS]
         cells += [_number(row["r2_overall"], 2), _number(row["r2_continuation"], 2)]
         lines.append(f"| {row['lever']} | " + " | ".join(cells) + " |")
+    if len(meta["datasets"]) > 1 and by_dataset:
+        lines += [
+            "",
+            "## Per dataset",
+            "",
+            "| dataset | lever | questions | s/question | LLM calls | prompt tokens | left out |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for part in by_dataset:
+            per = part["per_question"]
+            lines.append(
+                f"| {part['dataset']} | {part['lever']} | {part['questions']} | "
+                f"{_number(per['seconds'])} | {_number(per['llm_calls'])} | "
+                f"{_number(per['prompt_tokens'], 0)} | {len(part['left_out'])} |"
+            )
     left_out = [(row["lever"], item) for row in rows for item in row["left_out"]]
     if left_out:
         lines += ["", "## Questions left out", ""]
@@ -251,11 +310,47 @@ def main(argv: Sequence[str] | None = None, chat_model: BaseChatModel | None = N
     }
     chosen = [lever for lever in LEVERS if lever.name in args.levers]
     order = chosen[::-1] if args.order == "cheapest-first" else chosen
-    by_name: dict[str, dict[str, Any]] = {}
+    settings = {
+        "limit": args.limit,
+        "setting": args.setting,
+        "retriever": cfg.retriever,
+        "seed": args.seed,
+        "epsilon": args.epsilon,
+        "cache": bool(cache),
+        "generator": generator,
+    }
+    signature = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+    store = RunStore(
+        args.out_dir / f"{args.name}-runs",
+        len(order) * len(args.datasets),
+        "collection cost",
+        quiet=False,
+    )
+    todo = [
+        (lever, d) for lever in order for d in args.datasets
+        if f"{lever.name}-{d}-{signature}" not in store.done
+    ]  # fmt: skip
+    estimate = sum(lever.cost * args.limit for lever, _ in todo) * SECONDS_PER_QUESTION
+    print(
+        f"collection cost: {len(todo)} of {store.total} runs to compute (lever x dataset, "
+        f"{args.limit} questions each); first estimate ~{estimate / 60:.0f} min",
+        file=sys.stderr,
+        flush=True,
+    )
+    runs: dict[tuple[str, str], dict[str, Any]] = {}
     for lever in order:
-        print(f"collection cost: {lever.name}", file=sys.stderr)
-        by_name[lever.name] = run_lever(lever, examples, factories, llm, cfg, args)
-    rows = [by_name[lever.name] for lever in chosen]
+        for dataset in args.datasets:
+            mine = [ex for ex in examples if ex.dataset == dataset]
+            runs[(lever.name, dataset)] = store.run(
+                f"{lever.name}-{dataset}-{signature}",
+                lambda lever=lever, mine=mine: collect_run(lever, mine, factories, llm, cfg, args),
+            )
+    rows = [
+        lever_row(lever, [runs[(lever.name, d)] for d in args.datasets], args) for lever in chosen
+    ]
+    by_dataset = [
+        per_dataset_row(lever, d, runs[(lever.name, d)]) for d in args.datasets for lever in chosen
+    ]
     meta = {
         "datasets": args.datasets,
         "limit": args.limit,
@@ -272,9 +367,10 @@ def main(argv: Sequence[str] | None = None, chat_model: BaseChatModel | None = N
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{args.name}.json").write_text(
-        json.dumps({"meta": meta, "rows": rows}, indent=2, sort_keys=True) + "\n"
+        json.dumps({"meta": meta, "rows": rows, "by_dataset": by_dataset}, indent=2, sort_keys=True)
+        + "\n"
     )
-    text = markdown(rows, meta)
+    text = markdown(rows, meta, by_dataset)
     (args.out_dir / f"{args.name}.md").write_text(text)
     print(text)
     return 0

@@ -539,3 +539,12 @@ def test_the_collection_cost_benchmark_measures_each_lever(tmp_path: Path) -> No
     assert set(rows[0]["r2_by_action"]) == set(ACTIONS)
     table = (tmp_path / "cost.md").read_text()
     assert "| + rollouts 1 | recall | yes | 1 |" in table and "Held-out R²" in table
+
+    # Each lever x dataset is stored whole: a rerun computes nothing, the same rows come out.
+    def refuse(messages: list[BaseMessage]) -> str:
+        raise AssertionError("a stored lever run was collected again")
+
+    with benchmark_module("collection_cost") as module:
+        assert module.main(argv, chat_model=ScriptedChatModel(respond=refuse)) == 0
+    again = json.loads((tmp_path / "cost.json").read_text())
+    assert again["rows"] == rows and len(list((tmp_path / "cost-runs").glob("*.json"))) == 4
