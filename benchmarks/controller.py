@@ -30,7 +30,9 @@ oracle's look-ahead calls are outside its accounting (column ``look-ahead LLM``)
 "gap closed" = (learned - uniform) / (oracle - uniform) on SR per retrieval call (and on SR);
 None when the oracle does not beat uniform.
 
-Writes ``<out-dir>/<name>.json`` (rows, gap closed, meta), ``<name>.md`` (the tables),
+Each run is kept in ``<out-dir>/<name>-runs/`` (journalled per question while it runs, so a
+killed run resumes; a finished one is read back, not rerun; the file name carries a hash of its
+settings). Writes ``<out-dir>/<name>.json`` (rows, gap closed, meta), ``<name>.md`` (the tables),
 ``<name>-budget.png`` and ``<name>-lambda.png`` (default ``benchmarks/results/controller*``).
 
     DYNAKRAG_DATA_DIR=/work/shared/data .venv/bin/python benchmarks/controller.py --limit 20
@@ -40,7 +42,9 @@ Writes ``<out-dir>/<name>.json`` (rows, gap closed, meta), ``<name>.md`` (the ta
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -145,6 +149,10 @@ def fake_chat_model(datasets: Sequence[str], limit: int | None) -> BaseChatModel
     return demo_chat_model(answers)
 
 
+def _file_digest(path: Path | None) -> str | None:
+    return None if path is None else hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
 class Runner:
     """Runs (and memoises) one evaluation per dataset, variant, budget and lambda."""
 
@@ -160,6 +168,24 @@ class Runner:
         self.chat_model, self.embeddings = chat_model, embeddings
         self.results: dict[tuple[str, Variant, int, float], dict[str, Any]] = {}
 
+    def run_path(self, dataset: str, variant: Variant, cfg: Configuration) -> Path:
+        """Where one run's result is kept: named by what it ran, and a hash of every setting
+        that changes it (so a run of other settings is another file)."""
+        settings = {
+            "limit": self.args.limit,
+            "setting": self.args.setting,
+            "retriever": self.args.retriever,
+            "seed": self.args.seed,
+            "no_answer": self.args.no_answer,
+            "oracle_horizon": self.args.oracle_horizon,
+            "policy_file": _file_digest(self.policy_file) if variant.policy == LEARNED else None,
+            "fake": self.chat_model is not None,
+            "cfg": cfg.model_dump(mode="json", exclude={"cache_dir"}),
+        }
+        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+        name = re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{dataset}-{variant.name}")
+        return self.args.out_dir / f"{self.args.name}-runs" / f"{name}-{digest}.json"
+
     def run(
         self, dataset: str, variant: Variant, budget: int | None = None, lam: float | None = None
     ) -> dict[str, Any]:
@@ -171,22 +197,32 @@ class Runner:
             method = DynakragMethod(
                 policy=policy, ablate=variant.ablate, oracle_horizon=self.args.oracle_horizon
             )
-            print(f"[controller] {dataset} {variant.name} budget={budget} λ={lam}", file=sys.stderr)
-            result = evaluate(
-                dataset,
-                "eval",
-                self.args.setting,
-                method,
-                retriever=self.args.retriever,
-                limit=self.args.limit,
-                seed=self.args.seed,
-                no_answer=self.args.no_answer,
-                cfg=self.cfg.merged({"max_retrieval_calls": budget, "cost_lambda": lam}),
-                chat_model=self.chat_model,
-                embeddings=self.embeddings,
-                progress=not self.args.quiet,
-                cache=not self.args.no_cache,
-            )
+            cfg = self.cfg.merged({"max_retrieval_calls": budget, "cost_lambda": lam})
+            out = self.run_path(dataset, variant, cfg)
+            if out.is_file():  # finished earlier with these settings
+                print(f"[controller] {dataset} {variant.name}: done earlier ({out.name})",
+                      file=sys.stderr)  # fmt: skip
+                result = json.loads(out.read_text(encoding="utf-8"))
+            else:
+                print(f"[controller] {dataset} {variant.name} budget={budget} λ={lam}",
+                      file=sys.stderr)  # fmt: skip
+                result = evaluate(
+                    dataset,
+                    "eval",
+                    self.args.setting,
+                    method,
+                    retriever=self.args.retriever,
+                    limit=self.args.limit,
+                    seed=self.args.seed,
+                    no_answer=self.args.no_answer,
+                    out=out,  # journalled per question: a killed run resumes
+                    cfg=cfg,
+                    chat_model=self.chat_model,
+                    embeddings=self.embeddings,
+                    progress=not self.args.quiet,
+                    cache=not self.args.no_cache,
+                    report=False,
+                )
             check_support_recall(result, dataset)
             self.results[key] = result
         return row(dataset, variant, budget, lam, self.results[key])

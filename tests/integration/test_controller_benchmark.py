@@ -10,7 +10,9 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from langchain_core.messages import BaseMessage
 
+from dynakrag.llm.fake import ScriptedChatModel
 from dynakrag.policy.features import FEATURE_NAMES
 from dynakrag.policy.learned import LearnedPolicy
 from dynakrag.policy.value_model import TreeEnsemble
@@ -124,6 +126,15 @@ def test_baselines_run_without_a_learned_policy(
     rows = json.loads((tmp_path / "controller.json").read_text(encoding="utf-8"))["rows"]
     assert [r["variant"] for r in rows["main"]] == ["uniform", "fixed"]
     assert all(r["f1"] is None and r["llm_calls"] >= 0 for r in rows["main"])
+    # Every run is kept: a rerun reads them back instead of asking the model again.
+    assert len(list((tmp_path / "controller-runs").glob("*.json"))) == 2
+
+    def refuse(messages: list[BaseMessage]) -> str:
+        raise AssertionError("a finished run was computed again")
+
+    assert benchmark.main(argv, chat_model=ScriptedChatModel(respond=refuse)) == 0
+    again = json.loads((tmp_path / "controller.json").read_text(encoding="utf-8"))["rows"]
+    assert again["main"] == rows["main"]
 
 
 def test_policies_are_compared_at_the_settings_the_learned_one_was_collected_at(
