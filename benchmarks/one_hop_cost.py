@@ -100,7 +100,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "max_steps": 16,
         "max_retrieval_calls": 10,
     },
+    "graph (chain, heuristic)": {
+        "method": "dynakrag",
+        "sub_question_answering": "chain",
+        "max_steps": 16,
+        "max_retrieval_calls": 10,
+        "policy": "heuristic",
+    },
 }
+"""``graph (chain)`` runs the configured policy (the learned forest since session 24; the
+stored runs before it, the heuristic), ``graph (chain, heuristic)`` names the heuristic."""
 
 
 def write_folder(folder: Path, packages: Sequence[str] = PACKAGES) -> list[str]:
@@ -143,7 +152,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         chat_model = demo_chat_model({q.question: q.answers[0] for q in questions})
     cache = SQLiteLLMCache.in_dir(base.cache_dir) if args.cache and not args.fake_llm else None
     llm = llm_client_from_config(base, chat_model=chat_model, cache=cache)
-    total = len(questions) * len(VARIANTS)
+    total = len(questions) * len(args.variants)
     print(
         f"[one-hop] {len(packages)} packages, {len(passages)} passages; {total} runs, "
         f"~{total * 15 / 60:.0f} min on the embedded model",
@@ -151,7 +160,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         flush=True,
     )
     records: list[dict[str, Any]] = []
-    for name, settings in VARIANTS.items():
+    for name in args.variants:
+        settings = VARIANTS[name]
         overrides = {k: v for k, v in settings.items() if k != "method"}
         cfg = base.merged(overrides)
         method = get_method(settings["method"])
@@ -223,7 +233,8 @@ def hotpotqa_part(args: argparse.Namespace) -> dict[str, Any]:
     ids = [e.id for e in rows[: args.hotpotqa]]
     runs_dir = args.out_dir / f"{args.name}-runs"
     records: list[dict[str, Any]] = []
-    for name, settings in VARIANTS.items():
+    for name in args.variants:
+        settings = VARIANTS[name]
         cfg = Configuration.from_env(**{k: v for k, v in settings.items() if k != "method"})
         slug = name.replace(" ", "-").replace("(", "").replace(")", "")
         result = evaluate(
@@ -319,6 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="one-hop-cost")
     parser.add_argument(
         "--hotpotqa", type=int, default=0, help="also the first N single-hop HotpotQA eval rows"
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=list(VARIANTS),
+        default=list(VARIANTS),
+        help="which methods, side by side (default: all)",
     )
     args = parser.parse_args(argv)
     result = run(args)
