@@ -353,14 +353,8 @@ def main(argv: Sequence[str] | None = None, chat_model: BaseChatModel | None = N
     ]
     meta = {
         "datasets": args.datasets,
-        "limit": args.limit,
         "questions": len(examples),
-        "setting": args.setting,
-        "retriever": cfg.retriever,
-        "seed": args.seed,
-        "epsilon": args.epsilon,
-        "cache": bool(cache),
-        "generator": generator,
+        **settings,
         "run_order": [lever.name for lever in order],
         "embedded_prompt_cache_mb": cfg.embedded_prompt_cache_mb,
         "git_commit": git_commit(),
