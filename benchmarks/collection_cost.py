@@ -37,7 +37,6 @@ Progress and an ETA per run go to stderr. Writes ``<out-dir>/<name>.json`` and `
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from collections.abc import Sequence
@@ -63,7 +62,7 @@ _REPO = _HERE.parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))  # the shared helpers beside this script, also when imported
 
-from runstore import RunStore  # noqa: E402
+from runstore import RunStore, settings_digest  # noqa: E402
 
 RESULTS = _HERE / "results"
 QA_DATASETS = ("hotpotqa", "2wiki", "musique")
@@ -319,7 +318,7 @@ def main(argv: Sequence[str] | None = None, chat_model: BaseChatModel | None = N
         "cache": bool(cache),
         "generator": generator,
     }
-    signature = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+    signature = settings_digest(settings)
     store = RunStore(
         args.out_dir / f"{args.name}-runs",
         len(order) * len(args.datasets),

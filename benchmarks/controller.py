@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,6 +64,7 @@ from multihop import (  # noqa: E402
     policy_settings,
     run_settings,
 )
+from runstore import file_name, settings_digest  # noqa: E402
 
 from dynakrag.configuration import Configuration  # noqa: E402
 from dynakrag.data.datasets import load_examples  # noqa: E402
@@ -182,9 +182,8 @@ class Runner:
             "fake": self.chat_model is not None,
             "cfg": cfg.model_dump(mode="json", exclude={"cache_dir"}),
         }
-        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
-        name = re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{dataset}-{variant.name}")
-        return self.args.out_dir / f"{self.args.name}-runs" / f"{name}-{digest}.json"
+        name = file_name(f"{dataset}-{variant.name}-{settings_digest(settings)}")
+        return self.args.out_dir / f"{self.args.name}-runs" / f"{name}.json"
 
     def run(
         self, dataset: str, variant: Variant, budget: int | None = None, lam: float | None = None

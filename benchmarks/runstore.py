@@ -10,6 +10,8 @@ was cut halfway cheap to redo.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import statistics
 import sys
@@ -23,6 +25,17 @@ from dynakrag.workers import RecordJournal, in_order, resumed
 
 _REPO = Path(__file__).resolve().parent.parent
 Item = TypeVar("Item")
+
+
+def file_name(text: str) -> str:
+    """``text`` with every run of characters unsafe in a file name made one ``_``."""
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", text)
+
+
+def settings_digest(settings: Mapping[str, Any]) -> str:
+    """A short hash of a run's settings (JSON-able), for the name of the file it is kept in:
+    a run of other settings is another file."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def journalled_records(
@@ -140,7 +153,7 @@ class RunStore:
         self._computed_s: list[float] = []
 
     def path(self, key: str) -> Path:
-        return self.directory / (re.sub(r"[^A-Za-z0-9._=-]+", "_", key) + ".json")
+        return self.directory / (file_name(key) + ".json")
 
     @property
     def done(self) -> Mapping[str, dict[str, Any]]:
